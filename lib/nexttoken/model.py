@@ -1,0 +1,247 @@
+"""A decoder-only transformer, written to be read.
+
+token ids -> token embedding + position embedding -> n_layers pre-norm blocks -> final norm -> LM head -> logits
+
+One config expresses GPT-2's block (LayerNorm, tanh-GELU MLP, biases, tied head) and the block of the
+previous module (RMSNorm, SwiGLU MLP, no biases), with a tied or an untied head.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class DecoderConfig:
+    vocab_size: int = 50257
+    context_length: int = 1024  # the longest sequence the position table covers
+    d_model: int = 768
+    n_layers: int = 12
+    n_heads: int = 12
+    norm: str = "layernorm"  # "layernorm" (GPT-2) or "rmsnorm"
+    mlp: str = "gelu"  # "gelu" (GPT-2: Linear, tanh-GELU, Linear) or "swiglu"
+    d_ff: int | None = None  # MLP hidden width; None: 4 * d_model for gelu, 8/3 * d_model for swiglu
+    bias: bool = True  # biases in the linear layers and LayerNorm, as in GPT-2
+    tie_embeddings: bool = True  # the LM head reuses the token embedding matrix
+    dropout: float = 0.0
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"DecoderConfig.{name} must be a positive int, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"DecoderConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
+            )
+        if self.norm not in ("layernorm", "rmsnorm"):
+            raise ValueError(f"DecoderConfig.norm must be 'layernorm' or 'rmsnorm', got {self.norm!r}")
+        if self.mlp not in ("gelu", "swiglu"):
+            raise ValueError(f"DecoderConfig.mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"DecoderConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if self.mlp == "gelu" else 8 * self.d_model // 3
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def causal_mask(T: int, device=None) -> torch.Tensor:
+    """Bool (T, T), True where query position i may attend to key position j, that is j <= i."""
+    if not isinstance(T, int) or T < 0:
+        raise ValueError(f"T must be a non-negative int, got {T!r}")
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token counted over real tokens only, so left padding does not shift a row.
+
+    [0, 0, 1, 1, 1] -> [0, 0, 0, 1, 2]  (pad slots get 0; nothing attends to them)
+    """
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+class RMSNorm(nn.Module):
+    """Scale each vector to unit root-mean-square, then by a learned gain (no centring, no bias)."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def make_norm(config: DecoderConfig) -> nn.Module:
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.d_model, config.norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        self.n_heads, self.head_dim = config.n_heads, config.head_dim
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def split_heads(self, x):  # (B, T, d_model) -> (B, heads, T, head_dim)
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x, mask):
+        """x: (B, T, d_model); mask: bool (B, 1, T, T), True where a query may look at a key."""
+        q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, T, T)
+        # -inf, not 0: softmax turns exp(-inf) into an exact 0 weight for the future.
+        scores = scores.masked_fill(~mask, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        # A pad slot in a left-padded row may see no key at all (a row of -inf gives NaN): zero it.
+        # Real tokens never attend to pad slots, so this changes nothing they compute.
+        weights = weights.nan_to_num(0.0)
+        out = self.dropout(weights) @ v  # (B, heads, T, head_dim)
+        B, _, T, _ = out.shape
+        return self.proj(out.transpose(1, 2).reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    """GPT-2's Linear -> tanh-GELU -> Linear, or SwiGLU: (SiLU(x W_gate) * x W_up) W_down."""
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        self.kind = config.mlp
+        self.up = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
+        if self.kind == "swiglu":
+            self.gate = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
+        self.down = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
+
+    def forward(self, x):
+        if self.kind == "swiglu":
+            hidden = F.silu(self.gate(x)) * self.up(x)
+        else:
+            hidden = F.gelu(self.up(x), approximate="tanh")  # GPT-2's "gelu_new"
+        return self.down(hidden)
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        self.norm1 = make_norm(config)
+        self.attn = CausalSelfAttention(config)
+        self.norm2 = make_norm(config)
+        self.mlp = MLP(config)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x, mask):
+        x = x + self.dropout(self.attn(self.norm1(x), mask))
+        return x + self.dropout(self.mlp(self.norm2(x)))
+
+
+class Decoder(nn.Module):
+    """A decoder-only language model: ``model(input_ids) -> logits`` of shape (B, T, vocab_size).
+
+    Position t's logits score every candidate for token t + 1, given tokens 0..t only.
+    """
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        if not isinstance(config, DecoderConfig):
+            raise TypeError(f"config must be a DecoderConfig, got {type(config).__name__}")
+        self.config = config
+        self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.position_embedding = nn.Embedding(config.context_length, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.final_norm = make_norm(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tie_embeddings:
+            self.lm_head.weight = self.token_embedding.weight  # one matrix reads and writes tokens
+        self.apply(self._init_weights)
+        # GPT-2: shrink the layers that write into the residual stream, one pair per block.
+        for name, param in self.named_parameters():
+            if name.endswith(("attn.proj.weight", "mlp.down.weight")):
+                nn.init.normal_(param, std=0.02 / math.sqrt(2 * config.n_layers))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # a tied matrix is counted once
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids: int (B, T) (or (T,) for one sequence); attention_mask: 0/1 (B, T), 0 = padding.
+
+        With a mask, positions count real tokens only, so a left-padded row gives the logits of the
+        row alone. Returns float logits (B, T, vocab_size).
+        """
+        input_ids = check_token_ids(input_ids, self.config, "input_ids")
+        B, T = input_ids.shape
+        if T > self.config.context_length:
+            raise ValueError(
+                f"input_ids has {T} tokens but the model's context_length is "
+                f"{self.config.context_length}: crop it, e.g. input_ids[:, -{self.config.context_length}:]"
+            )
+        if attention_mask is None:
+            positions = torch.arange(T, device=input_ids.device).expand(B, T)
+            mask = causal_mask(T, input_ids.device).expand(B, 1, T, T)
+        else:
+            attention_mask = check_attention_mask(attention_mask, input_ids)
+            positions = positions_from_mask(attention_mask)
+            # A query may look at a key if the key is in its past (causal) and is not padding.
+            mask = causal_mask(T, input_ids.device) & attention_mask.bool()[:, None, None, :]
+        x = self.dropout(self.token_embedding(input_ids) + self.position_embedding(positions))
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.lm_head(self.final_norm(x))
+
+
+def check_token_ids(input_ids, config: DecoderConfig, name: str) -> torch.Tensor:
+    """Validate a batch of token ids; a 1-D tensor is taken as a batch of one. Returns (B, T)."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(input_ids).__name__}")
+    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got dtype {input_ids.dtype}")
+    if input_ids.dim() == 1:
+        input_ids = input_ids.unsqueeze(0)
+    if input_ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, time) or (time,), got {tuple(input_ids.shape)}")
+    if input_ids.numel() == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(input_ids.shape)}): give at least one token")
+    low, high = int(input_ids.min()), int(input_ids.max())
+    if low < 0 or high >= config.vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(f"{name} holds id {bad}, outside the vocabulary [0, {config.vocab_size})")
+    return input_ids.long()
+
+
+def check_attention_mask(attention_mask, input_ids: torch.Tensor) -> torch.Tensor:
+    """Validate a 0/1 mask for (B, T) ids; a 1-D mask goes with a 1-D prompt. Returns (B, T) long."""
+    if not isinstance(attention_mask, torch.Tensor):
+        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+    if attention_mask.dim() == 1:
+        attention_mask = attention_mask.unsqueeze(0)
+    if attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)} "
+            "(the shape of input_ids)"
+        )
+    if not torch.all((attention_mask == 0) | (attention_mask == 1)):
+        raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
+    if not attention_mask.bool().any(dim=-1).all():
+        row = int((~attention_mask.bool().any(dim=-1)).nonzero()[0])
+        raise ValueError(f"attention_mask row {row} is all zeros: every row needs at least one real token")
+    return attention_mask.long()

@@ -1,0 +1,109 @@
+import pytest
+import torch
+
+import nexttoken
+from nexttoken import Decoder, DecoderConfig, causal_mask
+
+
+def small(**overrides):
+    base = dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4)
+    return DecoderConfig(**{**base, **overrides})
+
+
+def test_causal_mask_is_lower_triangular():
+    m = causal_mask(4)
+    assert m.dtype == torch.bool and m.shape == (4, 4)
+    for i in range(4):
+        for j in range(4):
+            assert bool(m[i, j]) == (j <= i)
+    assert causal_mask(0).shape == (0, 0)
+    with pytest.raises(ValueError, match="T must be"):
+        causal_mask(-1)
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
+@pytest.mark.parametrize("tie", [True, False])
+def test_logits_shape_and_causality(norm, mlp, tie):
+    torch.manual_seed(0)
+    model = Decoder(small(norm=norm, mlp=mlp, tie_embeddings=tie, bias=norm == "layernorm")).eval()
+    x = torch.randint(50, (3, 10))
+    logits = model(x)
+    assert logits.shape == (3, 10, 50) and logits.dtype == torch.float32
+    # Change the token at position 6: the logits before it must not move, the ones from it on must.
+    y = x.clone()
+    y[:, 6] = (y[:, 6] + 1) % 50
+    changed = model(y)
+    assert torch.equal(logits[:, :6], changed[:, :6])
+    assert not torch.allclose(logits[:, 6:], changed[:, 6:])
+
+
+def test_tied_and_untied_heads():
+    tied = Decoder(small(tie_embeddings=True))
+    untied = Decoder(small(tie_embeddings=False))
+    assert tied.lm_head.weight is tied.token_embedding.weight
+    assert untied.lm_head.weight is not untied.token_embedding.weight
+    assert untied.num_parameters() - tied.num_parameters() == 50 * 32
+
+
+def test_rmsnorm_swiglu_block_has_no_biases_or_layernorm():
+    model = Decoder(small(norm="rmsnorm", mlp="swiglu", bias=False))
+    assert not any(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
+    assert not any(name.endswith("bias") for name, _ in model.named_parameters())
+    assert model.blocks[0].mlp.up.out_features == 8 * 32 // 3
+
+
+def test_left_padding_gives_the_logits_of_the_row_alone():
+    torch.manual_seed(1)
+    model = Decoder(small()).eval()
+    row = torch.randint(50, (1, 5))
+    padded = torch.cat([torch.full((1, 3), 7), row], dim=1)
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])
+    alone = model(row)
+    batched = model(padded, attention_mask=mask)
+    assert torch.isfinite(batched).all()
+    assert torch.allclose(batched[:, 3:], alone, atol=1e-5)
+
+
+def test_positions_from_mask():
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    assert nexttoken.positions_from_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]]
+
+
+def test_one_dimensional_input_is_a_batch_of_one(tiny_decoder):
+    x = torch.randint(50, (6,))
+    assert torch.equal(tiny_decoder(x), tiny_decoder(x[None]))
+
+
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        ("d_model", 30, "divisible by n_heads"),
+        ("norm", "batchnorm", "norm must be"),
+        ("mlp", "relu", "mlp must be"),
+        ("n_layers", 0, "n_layers must be a positive int"),
+        ("dropout", 1.5, "dropout"),
+    ],
+)
+def test_config_rejects_bad_values(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        small(**{field: value})
+
+
+def test_forward_rejects_bad_input(tiny_decoder):
+    with pytest.raises(TypeError, match="input_ids must hold integer"):
+        tiny_decoder(torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        tiny_decoder(torch.tensor([[1, 50]]))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        tiny_decoder(torch.tensor([[-1, 2]]))
+    with pytest.raises(ValueError, match="empty"):
+        tiny_decoder(torch.zeros(1, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match="context_length is 16"):
+        tiny_decoder(torch.zeros(1, 17, dtype=torch.long))
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        tiny_decoder(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match="row 1 is all zeros"):
+        tiny_decoder(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 1], [0, 0, 0]]))
+    with pytest.raises(TypeError, match="config must be a DecoderConfig"):
+        Decoder({"d_model": 8})
