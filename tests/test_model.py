@@ -107,3 +107,23 @@ def test_forward_rejects_bad_input(tiny_decoder):
         tiny_decoder(torch.zeros(2, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 1], [0, 0, 0]]))
     with pytest.raises(TypeError, match="config must be a DecoderConfig"):
         Decoder({"d_model": 8})
+
+
+def test_attention_weights_are_returned_and_causal(tiny_decoder):
+    x = torch.randint(50, (2, 7))
+    logits, attention = tiny_decoder(x, return_attention=True)
+    assert torch.equal(logits, tiny_decoder(x))
+    assert len(attention) == 2 and attention[0].shape == (2, 4, 7, 7)
+    assert torch.allclose(attention[1].sum(-1), torch.ones(2, 4, 7))
+    future = ~causal_mask(7)
+    assert (attention[0][..., future] == 0).all()  # no weight on any future key
+
+
+def test_without_the_causal_mask_the_past_sees_the_future(tiny_decoder):
+    x = torch.randint(50, (1, 8))
+    y = x.clone()
+    y[0, 7] = (y[0, 7] + 1) % 50
+    assert torch.equal(tiny_decoder(x)[:, :7], tiny_decoder(y)[:, :7])
+    assert not torch.allclose(tiny_decoder(x, causal=False)[:, :7], tiny_decoder(y, causal=False)[:, :7])
+    _, attention = tiny_decoder(x, causal=False, return_attention=True)
+    assert (attention[0][..., ~causal_mask(8)] > 0).all()

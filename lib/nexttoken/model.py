@@ -109,7 +109,7 @@ class CausalSelfAttention(nn.Module):
         weights = weights.nan_to_num(0.0)
         out = self.dropout(weights) @ v  # (B, heads, T, head_dim)
         B, _, T, _ = out.shape
-        return self.proj(out.transpose(1, 2).reshape(B, T, -1))
+        return self.proj(out.transpose(1, 2).reshape(B, T, -1)), weights
 
 
 class MLP(nn.Module):
@@ -143,8 +143,10 @@ class Block(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x, mask):
-        x = x + self.dropout(self.attn(self.norm1(x), mask))
-        return x + self.dropout(self.mlp(self.norm2(x)))
+        """Returns the new residual stream and this block's attention weights (B, heads, T, T)."""
+        attn_out, weights = self.attn(self.norm1(x), mask)
+        x = x + self.dropout(attn_out)
+        return x + self.dropout(self.mlp(self.norm2(x))), weights
 
 
 class Decoder(nn.Module):
@@ -182,11 +184,15 @@ class Decoder(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # a tied matrix is counted once
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+                causal: bool = True, return_attention: bool = False):
         """input_ids: int (B, T) (or (T,) for one sequence); attention_mask: 0/1 (B, T), 0 = padding.
 
         With a mask, positions count real tokens only, so a left-padded row gives the logits of the
-        row alone. Returns float logits (B, T, vocab_size).
+        row alone. Returns float logits (B, T, vocab_size); with ``return_attention=True``, also the
+        list of each block's attention weights (B, heads, T, T).
+        ``causal=False`` drops the causal mask so every position sees the whole sequence: only for
+        experiments that show why the mask is there (the model was never trained that way).
         """
         input_ids = check_token_ids(input_ids, self.config, "input_ids")
         B, T = input_ids.shape
@@ -195,18 +201,24 @@ class Decoder(nn.Module):
                 f"input_ids has {T} tokens but the model's context_length is "
                 f"{self.config.context_length}: crop it, e.g. input_ids[:, -{self.config.context_length}:]"
             )
+        mask = causal_mask(T, input_ids.device)
+        if not causal:
+            mask = torch.ones_like(mask)
         if attention_mask is None:
             positions = torch.arange(T, device=input_ids.device).expand(B, T)
-            mask = causal_mask(T, input_ids.device).expand(B, 1, T, T)
         else:
             attention_mask = check_attention_mask(attention_mask, input_ids)
             positions = positions_from_mask(attention_mask)
             # A query may look at a key if the key is in its past (causal) and is not padding.
-            mask = causal_mask(T, input_ids.device) & attention_mask.bool()[:, None, None, :]
+            mask = mask & attention_mask.bool()[:, None, None, :]
+        mask = mask.expand(B, 1, T, T)
         x = self.dropout(self.token_embedding(input_ids) + self.position_embedding(positions))
+        attention = []
         for block in self.blocks:
-            x = block(x, mask)
-        return self.lm_head(self.final_norm(x))
+            x, weights = block(x, mask)
+            attention.append(weights)
+        logits = self.lm_head(self.final_norm(x))
+        return (logits, attention) if return_attention else logits
 
 
 def check_token_ids(input_ids, config: DecoderConfig, name: str) -> torch.Tensor:
