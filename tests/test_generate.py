@@ -196,3 +196,42 @@ def test_bad_input_is_named(tiny_decoder, kwargs, error, match):
     args = {"input_ids": torch.tensor([[1, 2]]), "max_new_tokens": 2, **kwargs}
     with pytest.raises(error, match=match):
         generate(tiny_decoder, **args)
+
+
+CACHE_CASES = [
+    dict(norm="layernorm", mlp="gelu", bias=True, tie_embeddings=True),
+    dict(norm="rmsnorm", mlp="swiglu", bias=False, tie_embeddings=False),
+]
+
+
+@pytest.mark.parametrize("variant", CACHE_CASES, ids=["gpt2-block", "rmsnorm-swiglu"])
+@pytest.mark.parametrize("seed", range(3))
+def test_cached_loop_gives_the_tokens_of_the_uncached_loop(variant, seed):
+    """Left padding, EOS and pad, and cropping past the context window (prompt 1-8 + 20 new > 16)."""
+    torch.manual_seed(seed)
+    config = nexttoken.DecoderConfig(vocab_size=61, context_length=16, d_model=32, n_layers=2, n_heads=4,
+                                     **variant)
+    model = nexttoken.Decoder(config).eval()
+    for p in model.parameters():  # larger weights than GPT-2's init, so the choices depend on context
+        torch.nn.init.normal_(p, std=0.3)
+    ids, mask = left_padded_batch(random.Random(seed), 3, 61, pad=0)
+    plain = generate(model, ids, 20, attention_mask=mask, use_cache=False)
+    eos = int(plain[1, ids.shape[1] + 3])
+    for kwargs in (dict(), dict(eos_token_id=eos), dict(eos_token_id=[eos, 5], pad_token_id=60)):
+        without = generate(model, ids, 20, attention_mask=mask, use_cache=False, **kwargs)
+        with_cache = generate(model, ids, 20, attention_mask=mask, use_cache=True, **kwargs)
+        assert with_cache.tolist() == without.tolist()
+
+
+def test_cached_logits_match_a_full_forward_pass(tiny_decoder):
+    x = torch.randint(50, (2, 9), generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([[0, 0, 1, 1, 1, 1, 1, 1, 1], [1] * 9])
+    full = tiny_decoder(x, attention_mask=mask)
+    cache = tiny_decoder.new_cache()
+    first = tiny_decoder(x[:, :5], attention_mask=mask[:, :5], cache=cache)
+    steps = [tiny_decoder(x[:, t:t + 1], attention_mask=mask[:, :t + 1], cache=cache) for t in range(5, 9)]
+    assert len(cache) == 9
+    assert torch.allclose(torch.cat([first] + steps, dim=1)[0, 2:], full[0, 2:], atol=1e-5)
+    assert torch.allclose(torch.cat([first] + steps, dim=1)[1], full[1], atol=1e-5)
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        tiny_decoder(x[:, :1], attention_mask=mask[:, :1], cache=cache)  # must cover the 9 cached too

@@ -6,21 +6,26 @@ A tokenizer (GPT-2's), a decoder-only transformer, the chain rule, and the gener
 from .chain_rule import sequence_log_prob, token_log_probs
 from .generate import generate, greedy, sample
 from .hf import from_hf_gpt2, load_gpt2
-from .model import Decoder, DecoderConfig, causal_mask, positions_from_mask
+from .model import Decoder, DecoderConfig, KVCache, causal_mask, positions_from_mask
+from .pretrained import load_decoder, load_pretrained, save_decoder
 from .tokenizer import END_OF_TEXT_ID, gpt2_tokenizer
 
 __all__ = [
     "END_OF_TEXT_ID",
     "Decoder",
     "DecoderConfig",
+    "KVCache",
     "causal_mask",
     "from_hf_gpt2",
     "generate",
     "gpt2_tokenizer",
     "greedy",
+    "load_decoder",
     "load_gpt2",
+    "load_pretrained",
     "positions_from_mask",
     "sample",
+    "save_decoder",
     "sequence_log_prob",
     "token_log_probs",
 ]

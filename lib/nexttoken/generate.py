@@ -45,6 +45,7 @@ def generate(
     select: Callable[..., torch.Tensor] | None = None,
     generator: torch.Generator | None = None,
     on_token: Callable[[torch.Tensor], None] | None = None,
+    use_cache: bool = True,
 ) -> torch.LongTensor:
     """Extend each prompt by up to ``max_new_tokens`` tokens, one forward pass per token.
 
@@ -60,11 +61,14 @@ def generate(
     - ``select(probs, generator=generator)`` maps the last position's probabilities (B, vocab) to
       token ids (B,): ``greedy`` (the default) or ``sample``, or a strategy of your own.
     - ``on_token(tokens)`` is called after every step with that step's new tokens (B,): streaming.
+    - ``use_cache``: keep every position's keys and values (a ``KVCache``), so that after the prompt
+      each step runs the model on one new token instead of the whole sequence. Same tokens either way.
 
     It matches transformers' greedy ``generate`` (``do_sample=False``) token for token, with one
     deliberate difference: a sequence longer than the model's ``context_length`` is cropped to its
     last ``context_length`` tokens before each forward pass (as nanoGPT does), where transformers
-    fails with an IndexError. The model's mode is left as it is (call ``model.eval()`` for dropout off).
+    fails with an IndexError. Past that point every token's position shifts at each step, so the
+    cache no longer applies and each step recomputes the cropped window. The model's mode is left as it is (call ``model.eval()`` for dropout off).
     """
     config = model.config
     input_ids = check_token_ids(input_ids, config, "input_ids")
@@ -79,7 +83,7 @@ def generate(
         raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    attention_mask = check_attention_mask(attention_mask, input_ids)
+    attention_mask = check_attention_mask(attention_mask, input_ids.shape)
     if select is None:
         select = greedy
     if not callable(select):
@@ -91,9 +95,16 @@ def generate(
     eos = torch.tensor(eos_ids, dtype=torch.long, device=ids.device)
     unfinished = torch.ones(ids.shape[0], dtype=torch.bool, device=ids.device)
     L = config.context_length
+    cache = model.new_cache() if use_cache else None
     for _ in range(max_new_tokens):
-        # Crop to the context window: the model has no position past L - 1.
-        logits = model(ids[:, -L:], attention_mask=mask[:, -L:])
+        if ids.shape[1] > L:
+            cache = None  # past the window, positions shift at every step: cached keys are stale
+        if cache is not None:
+            # Run only what the cache has not seen: the whole prompt at first, then one token a step.
+            logits = model(ids[:, len(cache):], attention_mask=mask, cache=cache)
+        else:
+            # Crop to the context window: the model has no position past L - 1.
+            logits = model(ids[:, -L:], attention_mask=mask[:, -L:])
         last = logits[:, -1, :].float()  # only the last position predicts the token that comes next
         probs = torch.softmax(last, dim=-1)
         next_tokens = select(probs, generator=generator)

@@ -85,9 +85,33 @@ def make_norm(config: DecoderConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
 
 
+class KVCache:
+    """The keys and values of every position the model has processed, one pair per block.
+
+    Keys and values of past tokens never change (a token attends only to its past), so with a cache
+    the model runs only the new tokens, whose queries attend to the cached keys and values.
+    """
+
+    def __init__(self, n_layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * n_layers
+        self.values: list[torch.Tensor | None] = [None] * n_layers
+
+    def __len__(self) -> int:  # how many positions are cached
+        return 0 if self.keys[0] is None else self.keys[0].shape[2]
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Append the new positions' keys and values (B, heads, T_new, head_dim); return all of them."""
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=2)
+            v = torch.cat([self.values[layer], v], dim=2)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: DecoderConfig):
+    def __init__(self, config: DecoderConfig, layer: int = 0):
         super().__init__()
+        self.layer = layer  # which slot of a KVCache is ours
         self.n_heads, self.head_dim = config.n_heads, config.head_dim
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
@@ -97,10 +121,15 @@ class CausalSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, mask):
-        """x: (B, T, d_model); mask: bool (B, 1, T, T), True where a query may look at a key."""
+    def forward(self, x, mask, cache: KVCache | None = None):
+        """x: (B, T, d_model); mask: bool (B, 1, T, T_keys), True where a query may look at a key.
+
+        Without a cache, T_keys = T. With one, the keys are the cached ones followed by the T new ones.
+        """
         q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, T, T)
+        if cache is not None:
+            k, v = cache.extend(self.layer, k, v)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, T, T_keys)
         # -inf, not 0: softmax turns exp(-inf) into an exact 0 weight for the future.
         scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
@@ -134,17 +163,17 @@ class MLP(nn.Module):
 class Block(nn.Module):
     """Pre-norm residual block: x + attn(norm(x)), then x + mlp(norm(x))."""
 
-    def __init__(self, config: DecoderConfig):
+    def __init__(self, config: DecoderConfig, layer: int = 0):
         super().__init__()
         self.norm1 = make_norm(config)
-        self.attn = CausalSelfAttention(config)
+        self.attn = CausalSelfAttention(config, layer)
         self.norm2 = make_norm(config)
         self.mlp = MLP(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, mask):
-        """Returns the new residual stream and this block's attention weights (B, heads, T, T)."""
-        attn_out, weights = self.attn(self.norm1(x), mask)
+    def forward(self, x, mask, cache: KVCache | None = None):
+        """Returns the new residual stream and this block's attention weights (B, heads, T, T_keys)."""
+        attn_out, weights = self.attn(self.norm1(x), mask, cache)
         x = x + self.dropout(attn_out)
         return x + self.dropout(self.mlp(self.norm2(x))), weights
 
@@ -163,7 +192,7 @@ class Decoder(nn.Module):
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.position_embedding = nn.Embedding(config.context_length, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layers))
         self.final_norm = make_norm(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
@@ -184,8 +213,11 @@ class Decoder(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())  # a tied matrix is counted once
 
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.n_layers)
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                causal: bool = True, return_attention: bool = False):
+                cache: KVCache | None = None, causal: bool = True, return_attention: bool = False):
         """input_ids: int (B, T) (or (T,) for one sequence); attention_mask: 0/1 (B, T), 0 = padding.
 
         With a mask, positions count real tokens only, so a left-padded row gives the logits of the
@@ -193,29 +225,35 @@ class Decoder(nn.Module):
         list of each block's attention weights (B, heads, T, T).
         ``causal=False`` drops the causal mask so every position sees the whole sequence: only for
         experiments that show why the mask is there (the model was never trained that way).
+        With ``cache`` (from ``new_cache()``), ``input_ids`` are only the tokens the cache has not seen
+        yet; they are appended to it, and ``attention_mask`` covers the cached tokens and the new ones.
         """
         input_ids = check_token_ids(input_ids, self.config, "input_ids")
         B, T = input_ids.shape
-        if T > self.config.context_length:
+        past = len(cache) if cache is not None else 0  # tokens already processed
+        total = past + T
+        if total > self.config.context_length:
             raise ValueError(
-                f"input_ids has {T} tokens but the model's context_length is "
-                f"{self.config.context_length}: crop it, e.g. input_ids[:, -{self.config.context_length}:]"
+                f"input_ids has {total} tokens{' with the cache' if past else ''} but the model's "
+                f"context_length is {self.config.context_length}: crop it, "
+                f"e.g. input_ids[:, -{self.config.context_length}:]"
             )
-        mask = causal_mask(T, input_ids.device)
+        # The new tokens are the last T rows of the full (total x total) causal mask.
+        mask = causal_mask(total, input_ids.device)[past:]
         if not causal:
             mask = torch.ones_like(mask)
         if attention_mask is None:
-            positions = torch.arange(T, device=input_ids.device).expand(B, T)
+            positions = torch.arange(past, total, device=input_ids.device).expand(B, T)
         else:
-            attention_mask = check_attention_mask(attention_mask, input_ids)
-            positions = positions_from_mask(attention_mask)
+            attention_mask = check_attention_mask(attention_mask, (B, total))
+            positions = positions_from_mask(attention_mask)[:, past:]
             # A query may look at a key if the key is in its past (causal) and is not padding.
             mask = mask & attention_mask.bool()[:, None, None, :]
-        mask = mask.expand(B, 1, T, T)
+        mask = mask.expand(B, 1, T, total)
         x = self.dropout(self.token_embedding(input_ids) + self.position_embedding(positions))
         attention = []
         for block in self.blocks:
-            x, weights = block(x, mask)
+            x, weights = block(x, mask, cache)
             attention.append(weights)
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
@@ -240,16 +278,16 @@ def check_token_ids(input_ids, config: DecoderConfig, name: str) -> torch.Tensor
     return input_ids.long()
 
 
-def check_attention_mask(attention_mask, input_ids: torch.Tensor) -> torch.Tensor:
-    """Validate a 0/1 mask for (B, T) ids; a 1-D mask goes with a 1-D prompt. Returns (B, T) long."""
+def check_attention_mask(attention_mask, shape) -> torch.Tensor:
+    """Validate a 0/1 mask of the given (B, T) shape; a 1-D mask goes with a 1-D prompt. Returns it as long."""
     if not isinstance(attention_mask, torch.Tensor):
         raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
     if attention_mask.dim() == 1:
         attention_mask = attention_mask.unsqueeze(0)
-    if attention_mask.shape != input_ids.shape:
+    if tuple(attention_mask.shape) != tuple(shape):
         raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(input_ids.shape)} "
-            "(the shape of input_ids)"
+            f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(shape)} "
+            "(one 0/1 entry per token of input_ids, cached tokens included)"
         )
     if not torch.all((attention_mask == 0) | (attention_mask == 1)):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
