@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from .data import load_corpus
 from .model import Decoder, DecoderConfig
-from .pretrained import save_decoder
+from .pretrained import load_decoder, save_decoder
 
 
 def random_windows(stream: torch.Tensor, batch_size: int, length: int, generator: torch.Generator):
@@ -72,6 +72,8 @@ def parse_args(argv=None):
     p.add_argument("--weight-decay", type=float, default=0.1)
     p.add_argument("--eval-every", type=int, default=200)
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--init-from", help="start from the weights (and config) saved in this folder, "
+                   "e.g. to continue with a lower learning rate")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     return p.parse_args(argv)
 
@@ -83,11 +85,20 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     batches = torch.Generator().manual_seed(args.seed)
     train, valid = load_corpus(args.corpus)
-    config = DecoderConfig(
-        context_length=args.context_length, d_model=args.d_model, n_layers=args.n_layers,
-        n_heads=args.n_heads, dropout=args.dropout,
-    )
-    model = Decoder(config)
+    if args.init_from:
+        model = load_decoder(args.init_from)
+        model.config.dropout = args.dropout
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = args.dropout
+        args.context_length = model.config.context_length
+    else:
+        config = DecoderConfig(
+            context_length=args.context_length, d_model=args.d_model, n_layers=args.n_layers,
+            n_heads=args.n_heads, dropout=args.dropout,
+        )
+        model = Decoder(config)
+    model.train()
     # Weight decay on matrices only, not on norms and biases (the usual GPT recipe).
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]

@@ -19,7 +19,7 @@ def describe(value) -> str:
         return f"a small random Decoder (vocab {c.vocab_size}, d_model {c.d_model}, {c.n_layers} layers)"
     if isinstance(value, torch.Tensor):
         if value.numel() <= 12:
-            return f"tensor({value.float().round(decimals=3).tolist() if value.is_floating_point() else value.tolist()})"
+            return f"tensor({value.double().round(decimals=3).tolist() if value.is_floating_point() else value.tolist()})"
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
     return repr(value)
 
@@ -115,17 +115,16 @@ class Task:
             return "error", "fewer results than test inputs were recorded"
         return "passed", f"all {len(cases)} tests passed"
 
-    def check(self, fn) -> bool:
+    def check(self, fn) -> None:
         """Test your function now and say what looks wrong, if anything."""
         if not callable(fn):
             print(f"❌ {self.name}: pass your function itself, e.g. {self.name}.check({self.function})")
-            return False
+            return
         status, reason = self.evaluate(self.run(fn))
         if status == "passed":
             print(f"✅ {self.name} ({self.title}): correct, {reason}.")
         else:
             print(f"❌ {self.name} ({self.title}): {reason}")
-        return status == "passed"
 
     def hint(self):
         print(f"💡 Hint for {self.name}: {self.hint_text}")
