@@ -32,11 +32,13 @@ def temperature_sampler(temperature: float):
 def eos_rate(model, n_samples=50, max_new_tokens=256, temperature=0.8, seed=0) -> float:
     """Fraction of seeded samples from PROMPT that end with <|endoftext|> within max_new_tokens."""
     enc = gpt2_tokenizer()
-    prompt = torch.tensor([enc.encode(PROMPT)] * n_samples)
-    out = generate(model, prompt, max_new_tokens, eos_token_id=END_OF_TEXT_ID,
-                   select=temperature_sampler(temperature), generator=torch.Generator().manual_seed(seed))
-    ended = (out[:, prompt.shape[1]:] == END_OF_TEXT_ID).any(dim=1)
-    return ended.float().mean().item()
+    prompt = torch.tensor([enc.encode(PROMPT)])
+    ended = 0
+    for i in range(n_samples):  # one row at a time: each stops at its own EOS instead of waiting for all
+        out = generate(model, prompt, max_new_tokens, eos_token_id=END_OF_TEXT_ID,
+                       select=temperature_sampler(temperature), generator=torch.Generator().manual_seed(seed + i))
+        ended += int((out[0, prompt.shape[1]:] == END_OF_TEXT_ID).any())
+    return ended / n_samples
 
 
 def examples(model, n_sampled=3, max_new_tokens=80) -> dict[str, list[str]]:

@@ -23,6 +23,10 @@ from .model import Decoder, DecoderConfig
 from .pretrained import load_decoder, save_decoder
 
 
+# With --init-from, the architecture comes from the saved config, not from these options.
+ARCHITECTURE_ARGS = ("d_model", "n_layers", "n_heads", "context_length")
+
+
 def random_windows(stream: torch.Tensor, batch_size: int, length: int, generator: torch.Generator):
     """A batch of (inputs, targets): windows of ``length`` tokens and the same windows shifted by one."""
     starts = torch.randint(len(stream) - length - 1, (batch_size,), generator=generator)
@@ -139,7 +143,8 @@ def main(argv=None):
                     f"{torch.get_num_threads()} torch threads",
         "torch": torch.__version__,
         "command": "python -m nexttoken.train " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None),
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
+            if v is not None and not (args.init_from and k in ARCHITECTURE_ARGS)),
         "history": history,
     }
     save_decoder(model, out)

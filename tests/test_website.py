@@ -1,0 +1,381 @@
+"""The course website as a learner meets it: built, served on localhost, opened in a real browser.
+
+The book is built from the notebooks' stored outputs (no execution: ``execute_notebooks: "off"`` in a
+copy of ``_config.yml``) into a temporary folder, with the same ``-n -W --keep-going`` as
+``scripts/book.sh``. Python's ``http.server`` serves it on 127.0.0.1, and Debian's headless Chromium,
+driven through chromedriver (selenium), opens every page listed in ``_toc.yml``. For each page:
+
+- it loads with no console error and no failed request, and every request stays on the site (so the
+  site works offline: MathJax too is served from ``_static``);
+- the sidebar lists every page of ``_toc.yml``, in order;
+- every image in the page's article is loaded and has a non-zero rendered size;
+- math is typeset: every ``.math`` element holds MathJax output (``mjx-container``), no MathJax error,
+  and no raw ``$$`` / ``\\[`` / ``\\(`` left in the text;
+- no error traceback (except in cells tagged ``raises-exception``);
+- a notebook page has an "Open in Colab" link to its own notebook on GitHub, and a Colab link never
+  points at anything but a notebook of the repository.
+
+A full-page screenshot of every page is saved in ``_build/screenshots/`` (kept after the test).
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``scripts/setup_browser.sh``, run by
+``scripts/test.sh``). Without them the test skips, except under ``CI=true``, where it fails.
+"""
+
+import base64
+import copy
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+WINDOW = (1280, 900)  # wide enough for the theme to show the sidebar
+MAX_SCREENSHOT_HEIGHT = 16000
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def toc_pages() -> list[str]:
+    """Every page of _toc.yml, in reading order (the root first), as document names without suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    root = toc["root"]
+    pages = [root.rsplit(".", 1)[0] if root.endswith((".md", ".ipynb")) else root]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                file = node["file"]
+                pages.append(file.rsplit(".", 1)[0] if file.endswith((".md", ".ipynb")) else file)
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []):
+                    walk(child)
+
+    walk(toc)
+    return pages
+
+
+PAGES = toc_pages()
+
+
+def source_of(page: str) -> Path:
+    """The source file of a toc page (.ipynb or .md)."""
+    for suffix in (".ipynb", ".md"):
+        if (ROOT / f"{page}{suffix}").exists():
+            return ROOT / f"{page}{suffix}"
+    raise FileNotFoundError(f"{page} of _toc.yml has no .ipynb or .md source")
+
+
+def expected_colab_url(notebook: str) -> str:
+    """The Colab link of a notebook given by its path in the repository, as _config.yml defines it."""
+    repo = urllib.parse.urlparse(CONFIG["repository"]["url"]).path.strip("/")
+    branch = CONFIG["repository"].get("branch", "main")
+    book = CONFIG["repository"].get("path_to_book", "").strip("/")
+    path = f"{book}/{notebook}" if book else notebook
+    return f"{CONFIG['launch_buttons']['colab_url'].rstrip('/')}/github/{repo}/blob/{branch}/{path}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# fixtures: the built site, a server, a browser
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """(chromium, chromedriver) paths; skip (fail under CI=true) when the browser is not installed."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.access(p, os.X_OK)]
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (requirements.txt)")
+    if missing:
+        msg = (f"the website test needs {', '.join(missing)}: run `bash scripts/setup_browser.sh` as root "
+               "(apt-get install chromium chromium-driver), or `bash scripts/test.sh`")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return CHROMIUM, CHROMEDRIVER
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """Build the book from the stored notebook outputs into a temporary folder; return its html folder."""
+    out = tmp_path_factory.mktemp("site")
+    config = copy.deepcopy(CONFIG)
+    config.setdefault("execute", {})["execute_notebooks"] = "off"  # the notebooks are stored executed
+    local = config.get("sphinx", {}).get("local_extensions") or {}
+    for name, path in local.items():  # relative to the config file, which now lies elsewhere
+        local[name] = str((ROOT / path).resolve())
+    (out / "_config.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    cmd = [str(jupyter_book if jupyter_book.exists() else shutil.which("jupyter-book")), "build", str(ROOT),
+           "--path-output", str(out), "--config", str(out / "_config.yml"), "-n", "-W", "--keep-going"]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    log = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+    warnings = [line for line in log.splitlines() if re.search(r"WARNING|ERROR|Error|Exception", line)]
+    if result.returncode != 0:
+        pytest.fail(f"the book does not build cleanly ({' '.join(cmd)}):\n"
+                    + "\n".join(warnings or log.splitlines()[-40:]), pytrace=False)
+    html = out / "_build" / "html"
+    assert (html / "index.html").exists()
+    return html
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """http.server's handler, recording (path, status) of every request instead of printing it."""
+
+    log: list = []
+    lock = threading.Lock()
+
+    def log_request(self, code="-", size="-"):
+        with self.lock:
+            self.log.append((self.path, int(getattr(code, "value", code))))
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """Serve the built site on 127.0.0.1 (a free port); yield (base url, request log)."""
+    log = []
+    handler = type("Handler", (_Handler,), {"log": log, "lock": threading.Lock()})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            functools.partial(handler, directory=str(site)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/", log
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, tmp_path_factory, terminal_summary):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver_path = chromium
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--hide-scrollbars", f"--window-size={WINDOW[0]},{WINDOW[1]}",
+                 f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    driver.get("about:blank")  # leave the browser's start page, whose requests are not the site's
+    if SCREENSHOTS.exists():
+        shutil.rmtree(SCREENSHOTS)
+    SCREENSHOTS.mkdir(parents=True)
+    yield driver
+    driver.quit()
+    shots = sorted(SCREENSHOTS.glob("*.png"))
+    if shots:
+        terminal_summary.append(f"test_website: {len(shots)} page screenshots in {SCREENSHOTS}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# what the browser is asked
+
+WAIT_FOR_PAGE = """
+const done = arguments[arguments.length - 1];
+const mathjax = (window.MathJax && MathJax.startup && MathJax.startup.promise) || Promise.resolve();
+const images = Array.from(document.images).map(img => img.complete ? null :
+    new Promise(ok => { img.addEventListener('load', ok); img.addEventListener('error', ok); }));
+Promise.all([mathjax, ...images]).then(() => document.fonts.ready)
+    .then(() => done('ok'), err => done('waiting for the page failed: ' + err));
+"""
+
+INSPECT_PAGE = """
+const main = document.querySelector('main#main-content') || document.querySelector('main');
+const box = el => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
+const nav = document.querySelector('.bd-sidebar-primary nav.bd-links');
+const sidebar = nav ? Array.from(nav.querySelectorAll('a.reference.internal')).map(a => a.href.split('#')[0]) : null;
+// what a learner would open: every dropdown and toggle (after the screenshot), so hidden figures count
+document.querySelectorAll('details').forEach(d => d.open = true);
+document.querySelectorAll('.toggle-hidden').forEach(e => e.classList.remove('toggle-hidden'));
+const article = document.querySelector('article.bd-article') || main;
+const images = article ? Array.from(article.querySelectorAll('img')).map(img => ({
+    src: img.currentSrc || img.src, natural: [img.naturalWidth, img.naturalHeight], rendered: box(img)})) : [];
+const math = main ? Array.from(main.querySelectorAll('.math')) : [];
+let text = '';
+let tracebacks = [];
+if (main) {
+  const clone = main.cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, mjx-container, mjx-assistive-mml, .tag_raises-exception')
+      .forEach(e => e.remove());
+  text = clone.textContent;
+  const live = main.cloneNode(true);
+  live.querySelectorAll('.tag_raises-exception').forEach(e => e.remove());
+  tracebacks = Array.from(live.querySelectorAll('.output.traceback, .output.error')).map(e => e.textContent.slice(0, 300));
+  if (live.textContent.includes('Traceback (most recent call last)')) tracebacks.push('Traceback (most recent call last)');
+}
+const launch = document.querySelector('.dropdown-launch-buttons');
+return {
+  title: document.title,
+  has_main: !!main,
+  sidebar: sidebar,
+  sidebar_box: nav ? box(nav) : null,
+  images: images,
+  math: math.length,
+  math_unrendered: math.filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 80)),
+  mjx: main ? main.querySelectorAll('mjx-container').length : 0,
+  mjx_errors: main ? Array.from(main.querySelectorAll('mjx-merror')).map(e => e.textContent.slice(0, 80)) : [],
+  raw_math: ['$$', '\\\\[', '\\\\('].filter(d => text.includes(d)),
+  tracebacks: tracebacks,
+  colab: Array.from(document.querySelectorAll('a[href]')).map(a => a.href).filter(h => h.startsWith(arguments[0])),
+  launch_box: launch ? box(launch) : null,
+};
+"""
+
+
+def _screenshot(driver, path: Path) -> None:
+    """A full-page PNG (up to MAX_SCREENSHOT_HEIGHT pixels high): the window made as tall as the page."""
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": WINDOW[0], "height": min(max(height, WINDOW[1]), MAX_SCREENSHOT_HEIGHT),
+        "deviceScaleFactor": 1, "mobile": False})
+    try:
+        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def _network_problems(performance_log: list, base: str) -> list[str]:
+    """Failed requests, error statuses and requests that leave the site, from Chromium's network events
+    (only the requests of a page of the site: not those of the browser's own start page)."""
+    problems, urls = [], {}
+    for entry in performance_log:
+        message = json.loads(entry["message"])["message"]
+        method, params = message.get("method"), message.get("params", {})
+        if method == "Network.requestWillBeSent" and params.get("documentURL", "").startswith(base):
+            url = params["request"]["url"]
+            urls[params["requestId"]] = url
+            if url.split(":")[0] in ("http", "https", "ws", "wss") and not url.startswith(base):
+                problems.append(f"request leaves the site (fails offline): {url}")
+        elif method == "Network.responseReceived" and params["requestId"] in urls:
+            status = params["response"]["status"]
+            if status >= 400:
+                problems.append(f"HTTP {status}: {params['response']['url']}")
+        elif method == "Network.loadingFailed" and params["requestId"] in urls and not params.get("canceled"):
+            problems.append(f"request failed ({params.get('errorText')}): {urls[params['requestId']]}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------------
+# the tests
+
+
+def test_mathjax_is_served_from_the_site(site):
+    """Every page with math loads MathJax from _static (no CDN), and that file is in the built site."""
+    problems, pages_with_math = [], 0
+    for html in sorted(site.rglob("*.html")):
+        page, text = html.relative_to(site), html.read_text(encoding="utf-8")
+        cdn = re.findall(r'src="(https?://[^"]*mathjax[^"]*)"', text, flags=re.IGNORECASE)
+        if cdn:
+            problems.append(f"{page} loads MathJax from {cdn[0]}")
+        if 'class="math' in text:
+            pages_with_math += 1
+            local = "../" * (len(page.parts) - 1) + "_static/mathjax/tex-chtml.js"
+            if f'src="{local}"' not in text:
+                problems.append(f"{page} has math but does not load {local}")
+    assert not problems, "\n".join(problems)
+    assert pages_with_math > 0, "no page has math: the check above tested nothing"
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file()
+    assert any((site / "_static" / "mathjax" / "output" / "chtml" / "fonts").rglob("*.woff"))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_in_the_browser(page, browser, site, server):
+    base, requests = server
+    url = urllib.parse.urljoin(base, f"{page}.html")
+    screenshot = SCREENSHOTS / (page.replace("/", "__") + ".png")
+    browser.get_log("browser"), browser.get_log("performance")  # drop what earlier pages left
+    first_request = len(requests)
+
+    browser.get(url)
+    waited = browser.execute_async_script(WAIT_FOR_PAGE)
+    _screenshot(browser, screenshot)
+    info = browser.execute_script(INSPECT_PAGE, CONFIG["launch_buttons"]["colab_url"].rstrip("/") + "/")
+    console = browser.get_log("browser")
+    network = browser.get_log("performance")
+
+    problems = [] if waited == "ok" else [waited]
+    problems += [f"console {e['level']}: {e['message']}" for e in console if e["level"] == "SEVERE"]
+    problems += _network_problems(network, base)
+    problems += [f"server answered {status}: {path}" for path, status in requests[first_request:]
+                 if status >= 400]
+    if not info["has_main"]:
+        problems.append("no <main> content element")
+
+    # the sidebar: every page of _toc.yml, in order, and visible
+    sidebar = [link.removeprefix(base).removesuffix(".html") for link in info["sidebar"] or []]
+    if sidebar != PAGES:
+        problems.append(f"the sidebar lists {sidebar}, not the pages of _toc.yml in order: {PAGES}")
+    if not info["sidebar_box"] or min(info["sidebar_box"]) <= 0:
+        problems.append(f"the sidebar is not visible at {WINDOW[0]}x{WINDOW[1]}")
+
+    # figures
+    for img in info["images"]:
+        if min(img["natural"]) <= 0:
+            problems.append(f"image not loaded: {img['src']}")
+        elif min(img["rendered"]) <= 0:
+            problems.append(f"image rendered with size {img['rendered']}: {img['src']}")
+
+    # math
+    if info["math"] and info["mjx"] == 0:
+        problems.append(f"{info['math']} math elements but no MathJax output (mjx-container)")
+    problems += [f"math not typeset: {m!r}" for m in info["math_unrendered"]]
+    problems += [f"MathJax error: {m!r}" for m in info["mjx_errors"]]
+    problems += [f"raw math delimiter {d!r} left in the page text" for d in info["raw_math"]]
+
+    # no error output
+    problems += [f"error traceback on the page: {t!r}" for t in info["tracebacks"]]
+
+    # Colab: a notebook page links to its own notebook; a Colab link always opens a repository notebook
+    source = source_of(page)
+    if source.suffix == ".ipynb":
+        want = expected_colab_url(source.relative_to(ROOT).as_posix())
+        if want not in info["colab"]:
+            problems.append(f"no 'Open in Colab' link to {want} (links: {info['colab']})")
+        if not info["launch_box"] or min(info["launch_box"]) <= 0:
+            problems.append("the launch (Colab) button is not visible")
+    prefix = expected_colab_url("")
+    for link in info["colab"]:
+        path = link[len(prefix):] if link.startswith(prefix) else None
+        if path is None or not path.endswith(".ipynb") or not (ROOT / path).is_file():
+            problems.append(f"Colab link does not open a notebook (.ipynb) of the repository, the only "
+                            f"files Colab opens: {link}")
+
+    assert not problems, (f"{url} ({info['title']!r}), screenshot {screenshot}:\n  "
+                          + "\n  ".join(problems))
+
+
+def test_some_page_has_math_and_figures(browser, site, server):
+    """Guard against checks that pass vacuously: the intro has typeset math, a chapter has figures."""
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    assert browser.execute_script("return document.querySelectorAll('main mjx-container').length") > 0
+    chapters = [p for p in PAGES if source_of(p).suffix == ".ipynb"]
+    figures = 0
+    for page in chapters:
+        browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+        figures += browser.execute_script("return document.querySelectorAll('article.bd-article img').length")
+        if figures:
+            break
+    assert figures > 0
