@@ -26,8 +26,8 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def median_seconds(fn, repeats: int, device) -> tuple[float, object]:
-    fn()  # warm-up: first-call allocations and kernel selection are not what we measure
+def median_seconds(fn, repeats: int, device, warmup=None) -> tuple[float, object]:
+    (warmup or fn)()  # first-call allocations and kernel selection are not what we measure
     times = []
     for _ in range(repeats):
         sync(device)
@@ -69,14 +69,15 @@ def main():
     n = args.new_tokens
 
     runs = {
-        "nexttoken, no cache": lambda: nexttoken.generate(model, prompt, n, use_cache=False),
-        "nexttoken, KV cache": lambda: nexttoken.generate(model, prompt, n, use_cache=True),
-        "transformers generate": lambda: hf.generate(
-            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, do_sample=False,
+        "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False),
+        "nexttoken, KV cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
+        "transformers generate": lambda k: hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
             use_cache=True, pad_token_id=0),
     }
-    with torch.no_grad():
-        results = {name: median_seconds(fn, args.repeats, device) for name, fn in runs.items()}
+    with torch.no_grad():  # warm-up: a short run of each (a full uncached run would take minutes)
+        results = {name: median_seconds(lambda: fn(n), args.repeats, device, warmup=lambda: fn(8))
+                   for name, fn in runs.items()}
     outputs = [r[1] for r in results.values()]
     same = all(torch.equal(outputs[0], o) for o in outputs[1:])
     speed = {name: n / seconds for name, (seconds, _) in results.items()}
