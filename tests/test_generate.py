@@ -189,6 +189,7 @@ def test_greedy_picks_the_first_of_equal_maxima():
         (dict(eos_token_id=[1, 200]), ValueError, "eos_token_id holds 200"),
         (dict(eos_token_id="3"), ValueError, "eos_token_id must be"),
         (dict(pad_token_id=1.5), TypeError, "pad_token_id"),
+        (dict(pad_token_id=-1, eos_token_id=3), ValueError, "pad_token_id is -1"),
         (dict(select="greedy"), TypeError, "select must be"),
     ],
 )

@@ -81,6 +81,8 @@ def generate(
         pad_token_id = eos_ids[0]
     if pad_token_id is not None and (isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int)):
         raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
+    if pad_token_id is not None and not 0 <= pad_token_id < config.vocab_size:
+        raise ValueError(f"pad_token_id is {pad_token_id}, expected a token id in [0, {config.vocab_size})")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     attention_mask = check_attention_mask(attention_mask, input_ids.shape)
