@@ -5,13 +5,16 @@
 
 One run, one machine: a GPT-2-small-shaped model with random weights (float32, batch 1, a 16-token
 prompt, 128 new greedy tokens), on CUDA when available. Reports tokens/s (median of --repeats runs)
-for nexttoken's loop without and with the KV cache and for transformers' generate() with its cache,
-on the same weights (through from_hf_gpt2), checks that all three produce the same tokens, and
-compares the cached loop with the memory-bandwidth bound: the bytes of weights each new token must
-read, divided by a copy bandwidth measured in the same run.
+for nexttoken's loop without and with the KV cache, the cached loop again with every weight stored
+as nn.Linear keeps it (to show what the layout of model.lay_out_for_generation is worth), and
+transformers' generate() with its cache, on the same weights (through from_hf_gpt2). Checks that all
+produce the same tokens, and compares the cached loop with the memory-bandwidth bound: the bytes of
+weights each new token must read, divided by a copy bandwidth measured in the same run. The runs are
+interleaved (round after round of each), so a slow minute on a shared machine slows all of them.
 """
 
 import argparse
+import copy
 import statistics
 import time
 
@@ -26,24 +29,46 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def median_seconds(fn, repeats: int, device, warmup=None) -> tuple[float, object]:
-    (warmup or fn)()  # first-call allocations and kernel selection are not what we measure
-    times = []
+def seconds(fn, device) -> tuple[float, object]:
+    sync(device)
+    start = time.perf_counter()
+    result = fn()
+    sync(device)
+    return time.perf_counter() - start, result
+
+
+def interleaved_medians(fns: dict, repeats: int, device) -> dict:
+    """Median seconds and last result of each function, timed in rounds that run every function once.
+
+    Interleaving matters on a shared machine: a slow minute slows every contender alike, instead of
+    whichever happened to be running then.
+    """
+    times = {name: [] for name in fns}
+    results = {}
     for _ in range(repeats):
-        sync(device)
-        start = time.perf_counter()
-        result = fn()
-        sync(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
+        for name, fn in fns.items():
+            elapsed, results[name] = seconds(fn, device)
+            times[name].append(elapsed)
+    return {name: (statistics.median(times[name]), results[name]) for name in fns}
 
 
-def copy_bandwidth(device, n_bytes: int = 1 << 29, repeats: int = 5) -> float:
-    """Bytes moved per second by a large tensor copy (read + write, the STREAM 'copy' convention)."""
-    src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
+COPY_BYTES = 1 << 29
+
+
+def big_copy(device):
+    """A copy of COPY_BYTES to time: it moves 2 * COPY_BYTES (read + write, the STREAM 'copy' convention)."""
+    src = torch.ones(COPY_BYTES // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    seconds, _ = median_seconds(lambda: dst.copy_(src), repeats, device)
-    return 2 * n_bytes / seconds
+    dst.copy_(src)  # the first touch of dst's pages is not what we measure
+    return lambda: dst.copy_(src)
+
+
+def with_nn_linear_layout(model: nexttoken.Decoder) -> nexttoken.Decoder:
+    """A copy of the model with every weight stored contiguously, as nn.Linear keeps it: (out, in)."""
+    plain = copy.deepcopy(model)
+    for param in plain.parameters():  # a tied matrix is one parameter, so it stays tied
+        param.data = param.data.contiguous()
+    return plain
 
 
 def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
@@ -68,21 +93,27 @@ def main():
     prompt = torch.randint(50257, (1, 16), generator=torch.Generator().manual_seed(0)).to(device)
     n = args.new_tokens
 
+    plain = with_nn_linear_layout(model)
     runs = {
         "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False),
         "nexttoken, KV cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
+        "  same, (out, in) weights": lambda k: nexttoken.generate(plain, prompt, k, use_cache=True),
         "transformers generate": lambda k: hf.generate(
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
             use_cache=True, pad_token_id=0),
     }
-    with torch.no_grad():  # warm-up: a short run of each (a full uncached run would take minutes)
-        results = {name: median_seconds(lambda: fn(n), args.repeats, device, warmup=lambda: fn(8))
-                   for name, fn in runs.items()}
+    with torch.no_grad():
+        for fn in runs.values():  # warm-up: first-call allocations and kernel choices are not measured
+            fn(8)
+        timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
+        timed["copy"] = big_copy(device)  # one per round too: the bound comes from the same minutes
+        results = interleaved_medians(timed, args.repeats, device)
+    copy_seconds, _ = results.pop("copy")
+    bandwidth = 2 * COPY_BYTES / copy_seconds
     outputs = [r[1] for r in results.values()]
     same = all(torch.equal(outputs[0], o) for o in outputs[1:])
-    speed = {name: n / seconds for name, (seconds, _) in results.items()}
+    speed = {name: n / elapsed for name, (elapsed, _) in results.items()}
 
-    bandwidth = copy_bandwidth(device)
     per_token = weight_bytes_per_token(model)
     bound = bandwidth / per_token
     params = model.num_parameters()
@@ -90,13 +121,15 @@ def main():
     print(f"model: GPT-2 shape, {params / 1e6:.1f}M parameters, float32, batch 1, prompt 16, {n} new tokens")
     for name, tps in speed.items():
         print(f"  {name:24s} {tps:8.2f} tokens/s (median of {args.repeats})")
-    print(f"same tokens from all three: {same}")
+    print(f"same tokens from all of them: {same}")
     print(f"cached / uncached:       {speed['nexttoken, KV cache'] / speed['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {speed['nexttoken, KV cache'] / speed['transformers generate']:.2f}x")
+    print(f"cached, our layout / (out, in) weights: "
+          f"{speed['nexttoken, KV cache'] / speed['  same, (out, in) weights']:.2f}x")
     print(f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s; weights read per token: {per_token / 1e6:.0f} MB")
     print(f"bandwidth bound: {bound:.2f} tokens/s; cached loop reaches {speed['nexttoken, KV cache'] / bound:.0%}")
     if not same:
-        raise SystemExit("the three loops disagree on the tokens")
+        raise SystemExit("the loops disagree on the tokens")
 
 
 if __name__ == "__main__":

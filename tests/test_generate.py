@@ -236,3 +236,18 @@ def test_cached_logits_match_a_full_forward_pass(tiny_decoder):
     assert torch.allclose(torch.cat([first] + steps, dim=1)[1], full[1], atol=1e-5)
     with pytest.raises(ValueError, match="attention_mask has shape"):
         tiny_decoder(x[:, :1], attention_mask=mask[:, :1], cache=cache)  # must cover the 9 cached too
+
+
+def test_cache_buffer_grows_and_keeps_every_position():
+    """KVCache writes into a buffer that doubles when full: what it returns is always the plain
+    concatenation of everything appended, in order, across several growths."""
+    cache = nexttoken.KVCache(n_layers=2)
+    keys, values = [], []
+    for T_new in (3, 1, 1, 1, 4, 1, 9):
+        k, v = torch.randn(2, 4, T_new, 8), torch.randn(2, 4, T_new, 8)
+        keys.append(k)
+        values.append(v)
+        all_k, all_v = cache.extend(0, k, v)
+        assert torch.equal(all_k, torch.cat(keys, dim=2)) and torch.equal(all_v, torch.cat(values, dim=2))
+    assert len(cache) == 20 and cache.key_buffers[0].shape[2] >= 20
+    assert torch.equal(cache.keys[0], torch.cat(keys, dim=2)) and cache.keys[1] is None

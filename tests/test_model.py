@@ -127,3 +127,33 @@ def test_without_the_causal_mask_the_past_sees_the_future(tiny_decoder):
     assert not torch.allclose(tiny_decoder(x, causal=False)[:, :7], tiny_decoder(y, causal=False)[:, :7])
     _, attention = tiny_decoder(x, causal=False, return_attention=True)
     assert (attention[0][..., ~causal_mask(8)] > 0).all()
+
+
+def test_widening_weights_are_stored_in_gpt2_layout_without_changing_the_model():
+    """lay_out_for_generation changes only the memory order: shapes (out, in), values, tying and the
+    logits stay the same; a widening layer is stored (in, out), a narrowing one as nn.Linear keeps it."""
+    torch.manual_seed(0)
+    model = Decoder(small(tie_embeddings=True))
+    qkv, down = model.blocks[0].attn.qkv.weight, model.blocks[0].mlp.down.weight
+    assert qkv.shape == (96, 32) and qkv.t().is_contiguous() and not qkv.is_contiguous()
+    assert down.shape == (32, 128) and down.is_contiguous()
+    assert model.lm_head.weight is model.token_embedding.weight and model.lm_head.weight.t().is_contiguous()
+    x = torch.randint(50, (2, 7))
+    plain = Decoder(small(tie_embeddings=True))
+    for p in plain.parameters():
+        p.data = p.data.contiguous()
+    plain.load_state_dict(model.state_dict())
+    assert plain.blocks[0].attn.qkv.weight.is_contiguous()
+    assert torch.allclose(plain(x), model(x), atol=1e-5)
+    moved = model.to(torch.float64)  # .to() keeps the layout and the tie
+    assert moved.lm_head.weight is moved.token_embedding.weight and moved.lm_head.weight.t().is_contiguous()
+
+
+def test_save_and_load_keep_values_and_layout(tmp_path):
+    torch.manual_seed(0)
+    model = Decoder(small(tie_embeddings=False)).eval()
+    nexttoken.save_decoder(model, tmp_path, dtype=torch.float32)
+    loaded = nexttoken.load_decoder(tmp_path)
+    x = torch.randint(50, (1, 9))
+    assert torch.equal(loaded(x), model(x))
+    assert loaded.lm_head.weight.t().is_contiguous() and loaded.blocks[1].attn.qkv.weight.t().is_contiguous()
