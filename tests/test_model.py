@@ -157,3 +157,15 @@ def test_save_and_load_keep_values_and_layout(tmp_path):
     x = torch.randint(50, (1, 9))
     assert torch.equal(loaded(x), model(x))
     assert loaded.lm_head.weight.t().is_contiguous() and loaded.blocks[1].attn.qkv.weight.t().is_contiguous()
+
+
+def test_rows_of_the_mask_a_cached_step_uses_are_those_of_the_causal_mask(tiny_decoder):
+    """A cached step builds only its own rows of the mask: same attention as the full mask's last rows."""
+    x = torch.randint(50, (1, 8), generator=torch.Generator().manual_seed(1))
+    _, full = tiny_decoder(x, return_attention=True)
+    cache = tiny_decoder.new_cache()
+    tiny_decoder(x[:, :5], cache=cache)
+    _, step = tiny_decoder(x[:, 5:], cache=cache, return_attention=True)
+    for layer_full, layer_step in zip(full, step):
+        assert torch.allclose(layer_step, layer_full[:, :, 5:], atol=1e-6)
+        assert torch.equal(layer_step > 0, causal_mask(8)[5:].expand_as(layer_step))

@@ -278,8 +278,10 @@ class Decoder(nn.Module):
                 f"context_length is {self.config.context_length}: crop it, "
                 f"e.g. input_ids[:, -{self.config.context_length}:]"
             )
-        # The new tokens are the last T rows of the full (total x total) causal mask.
-        mask = causal_mask(total, input_ids.device)[past:]
+        # The new tokens' rows of the full (total x total) causal mask, built without the other rows (a
+        # cached step would otherwise make a mask quadratic in the length): new token i, at position
+        # past + i, may see keys 0..past + i. Without a cache (past = 0) this is causal_mask(T).
+        mask = torch.ones(T, total, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
         if not causal:
             mask = torch.ones_like(mask)
         if attention_mask is None:
