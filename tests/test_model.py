@@ -112,7 +112,7 @@ def test_forward_rejects_bad_input(tiny_decoder):
 def test_attention_weights_are_returned_and_causal(tiny_decoder):
     x = torch.randint(50, (2, 7))
     logits, attention = tiny_decoder(x, return_attention=True)
-    assert torch.equal(logits, tiny_decoder(x))
+    assert torch.allclose(logits, tiny_decoder(x), atol=1e-5)  # explicit steps vs the fused call
     assert len(attention) == 2 and attention[0].shape == (2, 4, 7, 7)
     assert torch.allclose(attention[1].sum(-1), torch.ones(2, 4, 7))
     future = ~causal_mask(7)
@@ -169,3 +169,21 @@ def test_rows_of_the_mask_a_cached_step_uses_are_those_of_the_causal_mask(tiny_d
     for layer_full, layer_step in zip(full, step):
         assert torch.allclose(layer_step, layer_full[:, :, 5:], atol=1e-6)
         assert torch.equal(layer_step > 0, causal_mask(8)[5:].expand_as(layer_step))
+
+
+@pytest.mark.parametrize("norm, mlp", [("layernorm", "gelu"), ("rmsnorm", "swiglu")])
+def test_fused_attention_equals_the_step_by_step_attention(norm, mlp):
+    """model(x) runs scaled_dot_product_attention; return_attention=True runs the explicit steps of
+    chapter 2. Same logits, with left padding (pad slots that see no key) and with a cache."""
+    torch.manual_seed(0)
+    model = Decoder(small(norm=norm, mlp=mlp)).eval()
+    x = torch.randint(50, (2, 9))
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 1], [1] * 9])
+    fused = model(x, attention_mask=mask)
+    explicit, _ = model(x, attention_mask=mask, return_attention=True)
+    assert not fused.isnan().any()
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    cache = model.new_cache()
+    model(x[:, :6], attention_mask=mask[:, :6], cache=cache)
+    step = model(x[:, 6:], attention_mask=mask, cache=cache)
+    assert torch.allclose(step, explicit[:, 6:], atol=1e-5)

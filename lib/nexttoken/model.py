@@ -142,14 +142,29 @@ class CausalSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, mask, cache: KVCache | None = None):
+    def forward(self, x, mask, cache: KVCache | None = None, return_weights: bool = True):
         """x: (B, T, d_model); mask: bool (B, 1, T, T_keys), True where a query may look at a key.
 
         Without a cache, T_keys = T. With one, the keys are the cached ones followed by the T new ones.
+        Returns the output (B, T, d_model) and the attention weights (B, heads, T, T_keys), or None for
+        the weights with ``return_weights=False``.
         """
         q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
         if cache is not None:
             k, v = cache.extend(self.layer, k, v)
+        if return_weights:
+            out, weights = self.attend(q, k, v, mask)
+        else:
+            # The same computation fused into one call (as nanoGPT does): fewer, faster steps, and the
+            # weights are never stored. nan_to_num: as below, a pad slot that sees no key gets 0.
+            dropout = self.dropout.p if self.training else 0.0
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout).nan_to_num(0.0)
+            weights = None
+        B, _, T, _ = out.shape
+        return self.proj(out.transpose(1, 2).reshape(B, T, -1)), weights
+
+    def attend(self, q, k, v, mask):
+        """Scaled dot-product attention, step by step: returns the output and the weights."""
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, T, T_keys)
         # -inf, not 0: softmax turns exp(-inf) into an exact 0 weight for the future.
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -157,9 +172,7 @@ class CausalSelfAttention(nn.Module):
         # A pad slot in a left-padded row may see no key at all (a row of -inf gives NaN): zero it.
         # Real tokens never attend to pad slots, so this changes nothing they compute.
         weights = weights.nan_to_num(0.0)
-        out = self.dropout(weights) @ v  # (B, heads, T, head_dim)
-        B, _, T, _ = out.shape
-        return self.proj(out.transpose(1, 2).reshape(B, T, -1)), weights
+        return self.dropout(weights) @ v, weights  # (B, heads, T, head_dim)
 
 
 class MLP(nn.Module):
@@ -192,9 +205,10 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, mask, cache: KVCache | None = None):
-        """Returns the new residual stream and this block's attention weights (B, heads, T, T_keys)."""
-        attn_out, weights = self.attn(self.norm1(x), mask, cache)
+    def forward(self, x, mask, cache: KVCache | None = None, return_weights: bool = True):
+        """Returns the new residual stream and this block's attention weights (B, heads, T, T_keys)
+        (None with ``return_weights=False``)."""
+        attn_out, weights = self.attn(self.norm1(x), mask, cache, return_weights)
         x = x + self.dropout(attn_out)
         return x + self.dropout(self.mlp(self.norm2(x))), weights
 
@@ -295,7 +309,7 @@ class Decoder(nn.Module):
         x = self.dropout(self.token_embedding(input_ids) + self.position_embedding(positions))
         attention = []
         for block in self.blocks:
-            x, weights = block(x, mask, cache)
+            x, weights = block(x, mask, cache, return_weights=return_attention)
             attention.append(weights)
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
