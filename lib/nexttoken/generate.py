@@ -68,7 +68,8 @@ def generate(
     deliberate difference: a sequence longer than the model's ``context_length`` is cropped to its
     last ``context_length`` tokens before each forward pass (as nanoGPT does), where transformers
     fails with an IndexError. Past that point every token's position shifts at each step, so the
-    cache no longer applies and each step recomputes the cropped window. The model's mode is left as it is (call ``model.eval()`` for dropout off).
+    cache no longer applies and each step recomputes the cropped window. The model's mode is left
+    as it is (call ``model.eval()`` for dropout off).
     """
     config = model.config
     input_ids = check_token_ids(input_ids, config, "input_ids")

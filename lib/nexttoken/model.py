@@ -221,7 +221,8 @@ def lay_out_for_generation(linear: nn.Linear) -> None:
     On CPU (MKL), a one-row matmul reads a matrix that widens (out >= in: qkv, the MLP's up projection,
     the LM head) faster stored (in, out), as GPT-2's Conv1D keeps it, and one that narrows (the MLP's
     down projection) faster as nn.Linear keeps it, (out, in): by 1.2x to 1.7x on the 2-core machine
-    this was written on. ``bench/weight_layout.py`` measures both on yours. Values, shapes and results are unchanged: only the memory order.
+    this was written on. ``bench/weight_layout.py`` measures both on yours. Values, shapes and results
+    are unchanged: only the memory order.
     """
     if linear.out_features >= linear.in_features:
         linear.weight = nn.Parameter(linear.weight.detach().t().contiguous().t())
