@@ -5,10 +5,16 @@
 
 In each solution notebook, the lines between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` become a
 stub that raises NotImplementedError; outputs are cleared, so the exercises must then be executed
-(scripts/execute_notebooks.py) to store each check failing on its stub.
+(scripts/execute_notebooks.py) to store each check failing on its stub. The cells that run a check
+are tagged ``remove-output``: nbval still compares their stored output (a failing check), but the
+website shows the task and the empty function, not a wall of red.
+
+It also writes lib/nexttoken/exercises/solutions.json, the code of each solution cell, which is what
+``qN.solution()`` prints (the package ships it, so Colab, without solutions/, shows the same code).
 """
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -18,10 +24,36 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*\n?", re.M | re.S)
 STUB = '{indent}raise NotImplementedError("write your code here")\n'
+MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.M)
+DEFINES = re.compile(r"^def (\w+)\(", re.M)
+SOLUTIONS_JSON = ROOT / "lib" / "nexttoken" / "exercises" / "solutions.json"
+HIDDEN = "remove-output"
 
 
 def stub_source(source: str) -> str:
     return BLOCK.sub(lambda m: STUB.format(indent=m.group(1)), source)
+
+
+def solution_code(source: str) -> str:
+    """A solution cell as a learner should read it: the code, without the markers."""
+    return MARKER.sub("", source).strip() + "\n"
+
+
+def solutions_table() -> dict[str, dict[str, str]]:
+    """{chapter: {function name: solution code}} from every solution cell of solutions/."""
+    table = {}
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        chapter = nb.metadata.get("nexttoken", {}).get("chapter", path.stem)
+        for cell in nb.cells:
+            if cell.cell_type == "code" and BLOCK.search(cell.source):
+                for name in DEFINES.findall(cell.source):
+                    table.setdefault(chapter, {})[name] = solution_code(cell.source)
+    return table
+
+
+def solutions_json() -> str:
+    return json.dumps(solutions_table(), indent=1, sort_keys=True) + "\n"
 
 
 def exercise_from_solution(solution: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -30,12 +62,16 @@ def exercise_from_solution(solution: nbformat.NotebookNode) -> nbformat.Notebook
         if cell.cell_type == "code":
             cell.source = stub_source(cell.source)
             cell.outputs, cell.execution_count = [], None
+            if ".check(" in cell.source:
+                tags = cell.metadata.setdefault("tags", [])
+                if HIDDEN not in tags:
+                    tags.append(HIDDEN)
         cell.metadata.pop("execution", None)
     return nb
 
 
-def sources(nb) -> list[tuple[str, str]]:
-    return [(c.cell_type, c.source) for c in nb.cells]
+def sources(nb) -> list[tuple[str, str, list]]:
+    return [(c.cell_type, c.source, list(c.metadata.get("tags", []))) for c in nb.cells]
 
 
 def out_of_date() -> list[str]:
@@ -48,6 +84,8 @@ def out_of_date() -> list[str]:
             problems.append(f"{exercise_path.relative_to(ROOT)} is missing")
         elif sources(nbformat.read(exercise_path, as_version=4)) != sources(want):
             problems.append(f"{exercise_path.relative_to(ROOT)} is out of date with solutions/")
+    if not SOLUTIONS_JSON.exists() or SOLUTIONS_JSON.read_text() != solutions_json():
+        problems.append(f"{SOLUTIONS_JSON.relative_to(ROOT)} is out of date with solutions/")
     return problems
 
 
@@ -65,6 +103,8 @@ def main():
         exercise = exercise_from_solution(nbformat.read(solution_path, as_version=4))
         nbformat.write(exercise, ROOT / "exercises" / solution_path.name)
         print(f"wrote exercises/{solution_path.name}")
+    SOLUTIONS_JSON.write_text(solutions_json())
+    print(f"wrote {SOLUTIONS_JSON.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

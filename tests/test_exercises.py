@@ -45,3 +45,141 @@ def test_stored_checks_pass_on_solutions_and_fail_on_stubs():
         assert passed and all(line.startswith("✅") for line in passed), (solution.name, passed)
         assert len(failed) == len(passed)
         assert all(line.startswith("❌") and "NotImplementedError" in line for line in failed), failed
+
+
+# --- The checks themselves (issue: exercises that wrong code cannot pass) ---
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import nexttoken  # noqa: E402
+from nexttoken.exercises import CHAPTERS, chapter  # noqa: E402
+from nexttoken.exercises.task import Task  # noqa: E402
+
+
+def all_tasks():
+    return [getattr(chapter(ch), name) for ch in CHAPTERS for name in chapter(ch).TASKS]
+
+
+LOOP_TASKS = [("ch05", "q2"), ("ch06", "q3"), ("ch06", "q5"), ("ch07", "q3")]
+STEP_TASKS = [("ch04", "q2"), ("ch04", "q4"), ("ch05", "q1"), ("ch05", "q4")]
+
+
+@pytest.mark.parametrize("ch,name", LOOP_TASKS)
+def test_loop_inputs_discriminate(ch, name):
+    """A loop that ignores its own output, or one row's prediction used for all, must give other tokens:
+    each free-running greedy continuation has at least 3 distinct tokens, and the rows of a batch start
+    with different predictions."""
+    for model, ids, n, *_ in getattr(chapter(ch), name).cases():
+        if n < 3:
+            continue
+        new = nexttoken.generate(model, ids, n)[:, ids.shape[1]:]
+        assert all(len(set(row.tolist())) >= 3 for row in new), (ch, name, new)
+        assert len(set(new[:, 0].tolist())) == ids.shape[0], (ch, name, new)
+
+
+@pytest.mark.parametrize("ch,name", STEP_TASKS)
+def test_step_inputs_discriminate(ch, name):
+    """Rows of a batch get different next tokens, so `logits[0, -1]` for every row cannot pass."""
+    batches = 0
+    task = getattr(chapter(ch), name)
+    for args in task.cases():
+        if args[1].shape[0] > 1:
+            batches += 1
+            out = task.reference(*args)
+            first = out.argmax(-1) if out.is_floating_point() else out[:, -1]
+            assert len(set(first.tolist())) > 1, (ch, name, first)
+    assert batches >= 1
+
+
+def test_sampling_inputs_differ_from_greedy():
+    q4 = chapter("ch05").q4
+    for model, ids, generator in q4.cases():
+        sampled = q4.reference(model, ids, generator)[:, -1]
+        assert not torch.equal(sampled, model(ids)[:, -1].argmax(-1)), "the seeded draw equals the argmax"
+
+
+def test_eos_rows_stop_at_different_steps():
+    """In chapter 6's loop task, rows finish at different steps and one case never finishes."""
+    stops, never, all_early = [], False, False
+    for model, ids, n, eos, pad in chapter("ch06").q3.cases():
+        free = nexttoken.generate(model, ids, n)[:, ids.shape[1]:]
+        hits = [(row == eos).nonzero() for row in free]
+        steps = {int(h[0]) if len(h) else None for h in hits}
+        stops.append(steps)
+        never |= steps == {None}
+        all_early |= None not in steps and max(steps) < n - 1  # a loop that does not stop is caught
+    assert any(len(s) >= 2 for s in stops), stops
+    assert never and all_early
+
+
+def test_bigram_inputs_discriminate():
+    for probs, ids, n in chapter("ch05").q3.cases():
+        new = chapter("ch05").q3.reference(probs, ids, n)[:, ids.shape[1]:]
+        assert all(len(set(row.tolist())) >= 3 for row in new)
+
+
+@pytest.mark.parametrize("task", all_tasks(), ids=lambda t: f"{t.chapter}.{t.name}")
+def test_reference_passes_its_own_check(task):
+    assert task.evaluate(task.run(task.reference)) == ("passed", f"all {len(task.cases())} tests passed")
+
+
+@pytest.mark.parametrize("outcomes", [
+    None, [], "junk", [("ok",)], [("ok", torch.zeros(2, 2, dtype=torch.float64))] * 9,
+    [("ok", "text")], [("ok", [1, 2])], [("weird", 1)], [("ok", torch.zeros(()))], [("ok", 3.5)],
+])
+def test_evaluate_never_raises(outcomes):
+    """Whatever comes back from a kernel, judging gives a status for this task and never raises."""
+    for task in all_tasks():
+        status, reason = task.evaluate(outcomes)
+        assert status in ("failed", "error", "missing", "not_implemented") and reason
+
+
+def test_wrong_dtype_and_rank_are_explained_not_raised():
+    q3 = chapter("ch02").q3
+    status, reason = q3.evaluate(q3.run(lambda q, k: q3.reference(q, k).double()))
+    assert status == "failed" and "float64" in reason
+    status, reason = q3.evaluate(q3.run(lambda q, k: q3.reference(q, k)[..., 0]))
+    assert status == "failed" and "wrong shape" in reason
+
+
+def test_failing_input_reproduces_the_failure(capsys):
+    q1 = chapter("ch05").q1
+    q1._failing = None
+    assert q1.failing_input() is None
+    q1.check(lambda model, ids: ids)
+    args = q1.failing_input()
+    assert args is not None and isinstance(args[0], nexttoken.Decoder)
+    assert "reproduce: args = q1.failing_input()" in capsys.readouterr().out
+
+
+def test_checks_do_nothing_while_grading(monkeypatch, capsys):
+    monkeypatch.setenv("NEXTTOKEN_GRADING", "1")
+    chapter("ch01").q1.check(lambda p: 1 / 0)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("task", all_tasks(), ids=lambda t: f"{t.chapter}.{t.name}")
+def test_hints_nudge_without_giving_the_code(task, capsys):
+    assert len(task.hints) >= 3
+    for level, text in enumerate(task.hints, 1):
+        assert "def " not in text and "return " not in text, text
+        task.hint(level)
+        assert text in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("task", all_tasks(), ids=lambda t: f"{t.chapter}.{t.name}")
+def test_solution_prints_the_solution_notebooks_code(task, capsys):
+    nb = nbformat.read(ROOT / "solutions" / f"{task.chapter}.ipynb", as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code" and f"def {task.function}(" in c.source]
+    assert len(cells) == 1, task.function
+    task.solution()
+    printed = capsys.readouterr().out
+    assert load_make_exercises().solution_code(cells[0]) in printed
+
+
+def test_every_chapter_has_three_tasks_and_a_transfer_task():
+    for ch in CHAPTERS:
+        assert len(chapter(ch).TASKS) >= 3, ch
+        assert chapter(ch).TRANSFER, ch  # tasks the chapter did not show line by line
+        assert set(chapter(ch).TRANSFER) <= set(chapter(ch).TASKS)

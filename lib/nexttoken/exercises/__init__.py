@@ -2,12 +2,15 @@
 
     from nexttoken.exercises import ch02
     ch02.q1.check(causal_mask)     # runs the task's tests on your function, says what looks wrong
-    ch02.q1.hint()
-    ch02.q1.solution()
+    args = ch02.q1.failing_input() # the input the last check failed on, to try causal_mask(*args)
+    ch02.q1.hint()                 # a nudge; hint(2) and hint(3) say more
+    ch02.q1.solution()             # the solution notebook's code
 
-Each task knows its test cases (inputs), a reference implementation (the library's own), and how to
-explain a wrong answer. The same tests grade a whole class in batch (``python -m nexttoken.grade``):
-there the learner's function runs in its own kernel and only its outputs come back for comparison.
+Each task knows its test cases (inputs, smallest first), a reference implementation (the library's own
+where there is one), the outputs of its known mistakes, and how to explain any other wrong answer. The
+same tests grade a whole class in batch (``python -m nexttoken.grade``): there the learner's function runs
+in its own kernel and only its outputs come back for comparison. tests/exercise_mutants/ holds the wrong
+answers every check is tested against.
 """
 
 from .task import Mistake, Task

@@ -3,15 +3,17 @@
 import torch
 
 from .common import random_ids, seeded
-from .task import Mistake, Task, compare_tensors
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2"]
+CHAPTER = "ch01"
+TASKS = ["q1", "q2", "q3"]
+TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 
 
 def _q1_cases():
     short = torch.rand(2, 5, generator=seeded(1)) * 0.9 + 0.05
     long = torch.rand(1, 400, generator=seeded(2)) * 0.02 + 0.001  # a product that underflows float32
-    return [(short,), (long,), (torch.tensor([[1.0, 0.5, 0.25]]),)]
+    return [(torch.tensor([[1.0, 0.5, 0.25]]),), (short,), (long,)]
 
 
 def _q1_reference(step_probs):
@@ -20,30 +22,42 @@ def _q1_reference(step_probs):
 
 def _q1_diagnose(args, expected, got):
     step_probs = args[0]
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        if torch.isinf(got).any() and not torch.isinf(expected).any():
-            raise Mistake("you got -inf: multiplying hundreds of small probabilities underflows to 0. "
-                          "Add log-probabilities instead of multiplying probabilities")
-        if torch.allclose(got.double(), torch.log10(step_probs.double()).sum(-1), atol=1e-4):
-            raise Mistake("you used log10; the chain rule in nats uses the natural log, torch.log")
-        if torch.allclose(got.double(), torch.log(step_probs.double()).mean(-1), atol=1e-4):
-            raise Mistake("you averaged the log-probabilities; the log of a product is their sum")
-    if isinstance(got, torch.Tensor) and got.shape == step_probs.shape:
-        raise Mistake("you returned one value per step; sum over the time dimension to get one per sequence")
-    compare_tensors(expected, got)
+    if got.shape == expected.shape and torch.isinf(got).any() and not torch.isinf(expected).any():
+        raise Mistake("you got -inf: the product of 400 small probabilities underflows to 0 in float32, and "
+                      "log(0) = -inf. Add log-probabilities instead of multiplying probabilities")
+    if got.shape == step_probs.shape:
+        raise Mistake("you returned one value per step; sum over the time dimension (dim=-1) to get one "
+                      "value per sequence")
+    if got.shape == step_probs.shape[-1:] and step_probs.shape[0] != step_probs.shape[-1]:
+        raise Mistake("you summed over the batch (dim=0); each sequence is a row: sum over dim=-1")
 
 
 q1 = Task(
-    name="q1", function="log_prob_from_step_probs", title="log-probability of a sequence",
+    name="q1", function="log_prob_from_step_probs", title="log-probability of a sequence", chapter=CHAPTER,
     cases=_q1_cases, reference=_q1_reference, diagnose=_q1_diagnose,
-    hint_text="log(a * b * c) = log a + log b + log c. Take torch.log of the probabilities, then sum over dim=-1.",
-    solution_text="def log_prob_from_step_probs(step_probs):\n    return torch.log(step_probs).sum(dim=-1)",
+    known=[
+        Known("you used log10; the chain rule in nats uses the natural log, torch.log",
+              lambda p: torch.log10(p).sum(-1)),
+        Known("you used log2 (bits); the chain rule in nats uses the natural log, torch.log",
+              lambda p: torch.log2(p).sum(-1)),
+        Known("you averaged the log-probabilities; the log of a product is their sum",
+              lambda p: torch.log(p).mean(-1)),
+        Known("these are probabilities, not log-probabilities: take the log of each factor, then sum",
+              lambda p: p.prod(-1)),
+        Known("you added the probabilities themselves; the log of a product is the sum of the logs",
+              lambda p: p.sum(-1)),
+        Known("the sign is flipped: a log-probability is <= 0 (you computed the negative log-likelihood)",
+              lambda p: -torch.log(p).sum(-1)),
+    ],
+    hints=("The log turns the product of the chain rule into something easier to add up.",
+           "log(a * b * c) = log a + log b + log c; each row of step_probs is one sequence.",
+           "Take the natural log elementwise, then reduce over the last dimension."),
 )
 
 
 def _q2_cases():
-    return [(torch.randn(2, 6, 11, generator=seeded(3)), random_ids(4, 2, 6, vocab=11)),
-            (torch.randn(1, 3, 7, generator=seeded(5)) * 3, random_ids(6, 1, 3, vocab=7))]
+    return [(torch.randn(1, 3, 7, generator=seeded(5)) * 3, random_ids(6, 1, 3, vocab=7)),
+            (torch.randn(2, 6, 11, generator=seeded(3)), random_ids(4, 2, 6, vocab=11))]
 
 
 def _q2_reference(logits, input_ids):
@@ -53,27 +67,68 @@ def _q2_reference(logits, input_ids):
 
 def _q2_diagnose(args, expected, got):
     logits, ids = args
-    if isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(ids.shape):
+    if tuple(got.shape) == tuple(ids.shape):
         raise Mistake("you returned T values per row; position t predicts token t + 1, so there are T - 1: "
                       "drop the last position's logits and the first token")
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        unshifted = torch.log_softmax(logits[:, 1:], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        if torch.allclose(got, unshifted, atol=1e-4):
-            raise Mistake("off by one: the logits at position t - 1 (not t) score token t")
-        if (got > 0).any():
-            raise Mistake("some values are positive: use log_softmax (log-probabilities are <= 0), not raw logits")
-        probs = torch.softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
-        if torch.allclose(got, probs, atol=1e-4):
-            raise Mistake("these are probabilities; take their log (use torch.log_softmax)")
-    compare_tensors(expected, got)
+
+
+def _gather(scores, ids):
+    return scores.gather(-1, ids[..., None]).squeeze(-1)
 
 
 q2 = Task(
     name="q2", function="token_log_probs_from_logits", title="per-token log-probabilities (teacher forcing)",
-    cases=_q2_cases, reference=_q2_reference, diagnose=_q2_diagnose,
-    hint_text="Position t - 1 predicts token t: use logits[:, :-1] and targets input_ids[:, 1:]. "
-              "torch.log_softmax over the vocabulary, then .gather(-1, targets[..., None]).",
-    solution_text=("def token_log_probs_from_logits(logits, input_ids):\n"
-                   "    log_probs = torch.log_softmax(logits[:, :-1], dim=-1)\n"
-                   "    return log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)"),
+    chapter=CHAPTER, cases=_q2_cases, reference=_q2_reference, diagnose=_q2_diagnose,
+    known=[
+        Known("off by one: you scored token t with the logits of position t; the logits of position t - 1 "
+              "predict token t", lambda lg, ids: _gather(torch.log_softmax(lg[:, 1:], -1), ids[:, 1:])),
+        Known("off by one: you scored token t (not t + 1) with position t's logits; the targets are "
+              "input_ids[:, 1:]", lambda lg, ids: _gather(torch.log_softmax(lg[:, :-1], -1), ids[:, :-1])),
+        Known("these are probabilities; take their log (torch.log_softmax)",
+              lambda lg, ids: _gather(torch.softmax(lg[:, :-1], -1), ids[:, 1:])),
+        Known("these are raw logits: normalise them with log_softmax over the vocabulary first",
+              lambda lg, ids: _gather(lg[:, :-1], ids[:, 1:])),
+        Known("the log_softmax went over the wrong dimension: normalise over the vocabulary, dim=-1",
+              lambda lg, ids: _gather(torch.log_softmax(lg, 1)[:, :-1], ids[:, 1:])),
+        Known("the log_softmax went over the wrong dimension: normalise over the vocabulary, dim=-1",
+              lambda lg, ids: _gather(torch.log_softmax(lg[:, :-1], 1), ids[:, 1:])),
+    ],
+    hints=("Which position's logits predict the token at position t? Not position t itself.",
+           "Position t - 1 predicts token t: pair logits[:, :-1] with the targets input_ids[:, 1:].",
+           "Normalise each position's logits into log-probabilities over the vocabulary, then pick the "
+           "target's entry with .gather on the last dimension (it needs an index with a trailing 1)."),
+)
+
+
+def _q3_cases():
+    return [(torch.tensor([[-0.5, -1.0, -1.5]]),),
+            (torch.log(torch.rand(2, 6, generator=seeded(7)) * 0.9 + 0.05),),
+            (torch.log(torch.rand(3, 40, generator=seeded(8)) * 0.5 + 0.01),)]
+
+
+def _perplexity(token_log_probs):
+    return torch.exp(-token_log_probs.mean(dim=-1))
+
+
+q3 = Task(
+    name="q3", function="perplexity", title="perplexity from token log-probabilities", chapter=CHAPTER,
+    cases=_q3_cases, reference=_perplexity,
+    known=[
+        Known("the sign: the mean log-probability is negative; perplexity is exp of the mean *negative* "
+              "log-probability (it is >= 1)", lambda lp: torch.exp(lp.mean(-1))),
+        Known("you used the sum; perplexity uses the mean per token, so that long and short texts compare",
+              lambda lp: torch.exp(-lp.sum(-1))),
+        Known("this is the cross-entropy (mean negative log-probability) itself; perplexity is its exp",
+              lambda lp: -lp.mean(-1)),
+        Known("you averaged the probabilities' inverses; perplexity is exp of the average negative "
+              "log-probability (a geometric mean, not an arithmetic one)", lambda lp: torch.exp(-lp).mean(-1)),
+        Known("base 2 with natural logs: the log-probabilities are in nats, so use exp (base e)",
+              lambda lp: torch.pow(2.0, -lp.mean(-1))),
+        Known("you averaged over the batch (dim=0): one perplexity per row, average over dim=-1",
+              lambda lp: torch.exp(-lp.mean(0))),
+    ],
+    hints=("Perplexity is 1 for a model that is always sure and right, and V for a uniform guess over V "
+           "tokens: which average of the log-probabilities gives that?",
+           "It is the exponential of the cross-entropy, the mean negative log-probability per token.",
+           "Average each row over its tokens (dim=-1), negate, exponentiate."),
 )

@@ -6,29 +6,30 @@ import torch
 
 from ..model import causal_mask as library_causal_mask
 from .common import seeded
-from .task import Mistake, Task, compare_tensors
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2", "q3"]
+CHAPTER = "ch02"
+TASKS = ["q1", "q2", "q3", "q4"]
+TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        got_bool = got.bool()
-        T = args[0]
-        future = ~library_causal_mask(T)
-        if got_bool[future].any():
-            raise Mistake("future positions are visible: entry (i, j) must be False when j > i "
-                          "(a lower-triangular mask, torch.tril)")
-        if T > 0 and not got_bool.diagonal().all():
-            raise Mistake("a position cannot see itself: the diagonal (j == i) must be True")
-    compare_tensors(expected, got, "your mask")
+    T = args[0]
+    if tuple(got.shape) == (T, T) and got.dtype == torch.bool:
+        if got[~library_causal_mask(T)].any():
+            raise Mistake("future positions are visible: entry (i, j) must be False when j > i (the key comes "
+                          "after the query); keep the diagonal and everything below it")
+        if not got.diagonal().all():
+            raise Mistake("a position cannot see itself: the diagonal (j == i) must be True (j <= i, not j < i)")
 
 
 q1 = Task(
-    name="q1", function="causal_mask", title="the causal mask",
-    cases=lambda: [(1,), (4,), (7,)], reference=lambda T: library_causal_mask(T), diagnose=_q1_diagnose,
-    hint_text="torch.ones(T, T, dtype=torch.bool).tril() keeps the diagonal and everything below it.",
-    solution_text="def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()",
+    name="q1", function="causal_mask", title="the causal mask", chapter=CHAPTER,
+    cases=lambda: [(1,), (3,), (6,)], reference=lambda T: library_causal_mask(T), diagnose=_q1_diagnose,
+    hints=("Row i is a query and column j a key; which entries of the table are the query's past?",
+           "The visible entries form a triangle that includes the diagonal; torch has a function that keeps "
+           "one triangle of a matrix.",
+           "Start from a (T, T) table of True (dtype=torch.bool) and keep its lower triangle."),
 )
 
 
@@ -39,58 +40,119 @@ def _masked(scores):
 
 def _q2_diagnose(args, expected, got):
     scores = args[0]
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        future = ~library_causal_mask(scores.shape[-1])
-        if (got[..., future] == 0).all() and future.any():
-            raise Mistake("you used 0 instead of -inf for the future: softmax gives exp(0) = 1 a real weight, "
-                          "so the future still leaks in. Fill with float('-inf')")
-        if not torch.isinf(got[..., future]).all():
-            raise Mistake("some future scores (j > i) are not -inf")
-        if torch.isinf(got[..., ~future]).any():
-            raise Mistake("you masked the past or the diagonal: only j > i should be -inf")
-    compare_tensors(expected, got, "your masked scores")
+    if got.shape != expected.shape or not got.is_floating_point():
+        return
+    future = ~library_causal_mask(scores.shape[-1])
+    if future.any() and (got[..., future] == 0).all():
+        raise Mistake("the future holds 0, not -inf: softmax gives exp(0) = 1 a real weight, so the future "
+                      "still leaks in. Fill with float('-inf')")
+    if torch.isinf(got[..., ~future]).any():
+        raise Mistake("you masked the past or the diagonal: only the entries with j > i (the future) are -inf")
+    if future.any() and not torch.isinf(got[..., future]).all():
+        raise Mistake("some future scores (j > i) are not -inf: a large negative number is not the same as "
+                      "-inf (its softmax weight is tiny, not exactly 0); fill with float('-inf')")
 
 
 q2 = Task(
-    name="q2", function="mask_scores", title="masking the attention scores",
+    name="q2", function="mask_scores", title="masking the attention scores", chapter=CHAPTER,
     cases=lambda: [(torch.randn(3, 3, generator=seeded(1)),), (torch.randn(2, 4, 5, 5, generator=seeded(2)),)],
     reference=_masked, diagnose=_q2_diagnose,
-    hint_text="scores.masked_fill(~mask, float('-inf')) with mask = causal_mask(T) for T = scores.shape[-1]. "
-              "Don't change scores in place (no trailing underscore).",
-    solution_text=("def mask_scores(scores):\n    T = scores.shape[-1]\n"
-                   "    return scores.masked_fill(~causal_mask(T), float('-inf'))"),
+    hints=("Which value makes a softmax weight exactly 0?",
+           "Build the mask for T = scores.shape[-1] with your causal_mask; it broadcasts over leading dims.",
+           "Tensor.masked_fill puts a value wherever a bool mask is True: you want the future, so ~mask. "
+           "Return a new tensor; the caller's scores stay as they were."),
 )
 
 
+def _scores(q, k):
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
 def _weights(q, k):
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    return torch.softmax(_masked(scores), dim=-1)
+    return torch.softmax(_masked(_scores(q, k)), dim=-1)
+
+
+def _diagonal_hidden(q, k):
+    s = _scores(q, k)
+    return torch.softmax(s.masked_fill(~torch.ones_like(s, dtype=torch.bool).tril(-1), float("-inf")), -1)
 
 
 def _q3_diagnose(args, expected, got):
     q, k = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        if torch.isnan(got).any():
-            raise Mistake("NaN in your weights: are you multiplying 0 by -inf, or masking after the softmax?")
-        future = ~library_causal_mask(q.shape[-2])
-        if (got[..., future].abs() > 1e-6).any():
-            raise Mistake("future positions get weight: mask the scores with -inf before the softmax")
-        unscaled = torch.softmax(_masked(q @ k.transpose(-2, -1)), -1)
-        if torch.allclose(got, unscaled, atol=1e-5):
-            raise Mistake("you forgot to divide the scores by sqrt(head_dim)")
-        if not torch.allclose(got.sum(-1), torch.ones(got.shape[:-1]), atol=1e-4):
-            raise Mistake("each row of weights should sum to 1: take the softmax over the last dimension (keys)")
-    compare_tensors(expected, got, "your attention weights")
+    if got.shape != expected.shape or not got.is_floating_point() or not torch.isnan(got).any():
+        return
+    if torch.allclose(got, _diagonal_hidden(q, k), atol=1e-4, equal_nan=True):
+        raise Mistake("row 0 is NaN: query 0's only key is itself, and your mask hides it, so its softmax is "
+                      "over nothing but -inf. The bug is in causal_mask (q1: the diagonal must be True), not here")
+    raise Mistake("NaN in your weights: multiplying scores by a mask that holds -inf gives inf - inf or "
+                  "0 * -inf, which are NaN. Put -inf in the future with masked_fill (your mask_scores) instead")
 
 
 q3 = Task(
-    name="q3", function="attention_weights", title="causal attention weights",
+    name="q3", function="attention_weights", title="causal attention weights", chapter=CHAPTER,
     cases=lambda: [(torch.randn(4, 8, generator=seeded(3)), torch.randn(4, 8, generator=seeded(4))),
                    (torch.randn(2, 3, 6, 16, generator=seeded(5)), torch.randn(2, 3, 6, 16, generator=seeded(6)))],
     reference=_weights, diagnose=_q3_diagnose,
-    hint_text="scores = q @ k.transpose(-2, -1) / sqrt(d); mask them with -inf (your mask_scores); "
-              "softmax over the last dimension.",
-    solution_text=("def attention_weights(q, k):\n"
-                   "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
-                   "    return torch.softmax(mask_scores(scores), dim=-1)"),
+    known=[
+        Known("you masked after the softmax: the weights of the past then no longer sum to 1. Put -inf in the "
+              "future scores *before* the softmax",
+              lambda q, k: torch.softmax(_scores(q, k), -1).masked_fill(~library_causal_mask(q.shape[-2]), 0.0)),
+        Known("you forgot to divide the scores by sqrt(d) (d = q.shape[-1])",
+              lambda q, k: torch.softmax(_masked(q @ k.transpose(-2, -1)), -1)),
+        Known("you divided the scores by d; the scale is sqrt(d)",
+              lambda q, k: torch.softmax(_masked(q @ k.transpose(-2, -1) / q.shape[-1]), -1)),
+        Known("the softmax went over the queries (dim=-2); each query's weights over the keys are a row: "
+              "softmax over dim=-1", lambda q, k: torch.softmax(_masked(_scores(q, k)), -2)),
+        Known("future positions get weight: the scores were not masked (or masked with 0, not -inf)",
+              lambda q, k: torch.softmax(_scores(q, k), -1)),
+        Known("the future got weight: a score of 0 still has exp(0) = 1; mask with -inf",
+              lambda q, k: torch.softmax(_scores(q, k).masked_fill(~library_causal_mask(q.shape[-2]), 0.0), -1)),
+        Known("you transposed the weights: row i must be query i's weights over the keys (use "
+              "q @ k.transpose(-2, -1), not k @ q.transpose(-2, -1))",
+              lambda q, k: torch.softmax(_masked(k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])), -1)),
+    ],
+    hints=("Three steps: similarity scores, the mask, a normalisation. The order matters.",
+           "Scores are the dot products of each query with each key, divided by sqrt(d); the mask goes on the "
+           "scores, before the softmax.",
+           "q @ k.transpose(-2, -1) has shape (..., T, T); after your mask_scores, softmax over the keys, "
+           "which are the last dimension."),
+)
+
+
+def _padded(attention_mask):
+    T = attention_mask.shape[-1]
+    return library_causal_mask(T) & attention_mask.bool()[:, None, :]
+
+
+def _q4_diagnose(args, expected, got):
+    (mask,) = args
+    T = mask.shape[-1]
+    if tuple(got.shape) == (T, T):
+        raise Mistake("you returned one (T, T) table; each row of the batch has its own padding, so the "
+                      "result is (B, T, T): index the attention mask per row")
+
+
+q4 = Task(
+    name="q4", function="padded_causal_mask", title="the causal mask of a left-padded batch", chapter=CHAPTER,
+    cases=lambda: [(torch.tensor([[0, 1, 1]]),), (torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]]),),
+                   (torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]),)],
+    reference=_padded, diagnose=_q4_diagnose,
+    known=[
+        Known("padding is visible: a pad slot (attention_mask 0) must be hidden as a *key* from every query",
+              lambda m: library_causal_mask(m.shape[-1]).expand(m.shape[0], -1, -1)),
+        Known("the future is visible: combine the padding with the causal mask (both must allow a key)",
+              lambda m: m.bool()[:, None, :].expand(-1, m.shape[-1], -1)),
+        Known("you hid pad *queries* (rows) instead of pad *keys* (columns): index the padding along the "
+              "last dimension, attention_mask[:, None, :]",
+              lambda m: library_causal_mask(m.shape[-1]) & m.bool()[:, :, None]),
+        Known("you hid the real tokens and kept the padding: attention_mask is 1 for real tokens",
+              lambda m: library_causal_mask(m.shape[-1]) & ~m.bool()[:, None, :]),
+        Known("the diagonal is hidden: a real token always sees itself (j <= i)",
+              lambda m: torch.ones(m.shape[-1], m.shape[-1], dtype=torch.bool).tril(-1) & m.bool()[:, None, :]),
+    ],
+    hints=("Two rules must both allow query i to look at key j: time order, and the key being a real token.",
+           "The causal mask is the same for every row; the padding rule depends on the row and on the key "
+           "(column) only.",
+           "Combine a (T, T) causal mask with attention_mask reshaped to (B, 1, T) using &; broadcasting gives "
+           "(B, T, T)."),
 )

@@ -2,23 +2,30 @@
 
 import torch
 
-from ..model import causal_mask
+from ..model import Decoder, DecoderConfig, causal_mask
 from .common import random_ids, small_model
-from .task import Mistake, Task, compare_tensors
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2"]
+CHAPTER = "ch03"
+TASKS = ["q1", "q2", "q3"]
+TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 
 
-def _embed(model, input_ids):
-    positions = torch.arange(input_ids.shape[1])
+def _embed(model, input_ids, positions=None):
+    if positions is None:
+        positions = torch.arange(input_ids.shape[1])
     return model.token_embedding(input_ids) + model.position_embedding(positions)
 
 
-def _forward(model, input_ids):
-    x = _embed(model, input_ids)
-    mask = causal_mask(input_ids.shape[1])
-    for block in model.blocks:
+def _run_blocks(model, x, mask, blocks=None):
+    for block in model.blocks if blocks is None else blocks:
         x, _ = block(x, mask)
+    return x
+
+
+@torch.no_grad()
+def _forward(model, input_ids):
+    x = _run_blocks(model, _embed(model, input_ids), causal_mask(input_ids.shape[1]))
     return model.lm_head(model.final_norm(x))
 
 
@@ -28,49 +35,127 @@ def _cases():
 
 def _q1_diagnose(args, expected, got):
     model, ids = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        with torch.no_grad():
-            if torch.allclose(got, model.token_embedding(ids), atol=1e-5):
-                raise Mistake("you forgot the position embeddings: without them the model cannot tell "
-                              "'dog bites man' from 'man bites dog'")
-    compare_tensors(expected, got, "your embeddings")
+    if tuple(got.shape) == (ids.shape[1], model.config.d_model):
+        raise Mistake("the batch dimension is gone: the result is (B, T, d_model)")
 
 
 q1 = Task(
-    name="q1", function="embed", title="token + position embeddings",
+    name="q1", function="embed", title="token + position embeddings", chapter=CHAPTER,
     cases=_cases, reference=torch.no_grad()(_embed), diagnose=_q1_diagnose,
-    hint_text="model.token_embedding(input_ids) + model.position_embedding(torch.arange(T)); "
-              "the positions broadcast over the batch.",
-    solution_text=("def embed(model, input_ids):\n    positions = torch.arange(input_ids.shape[1])\n"
-                   "    return model.token_embedding(input_ids) + model.position_embedding(positions)"),
+    known=[
+        Known("you forgot the position embeddings: without them, attention (a weighted average) has no direct "
+              "signal of where a token is", lambda m, ids: m.token_embedding(ids)),
+        Known("only the position embeddings: add the token embeddings too",
+              lambda m, ids: m.position_embedding(torch.arange(ids.shape[1])).expand(ids.shape[0], -1, -1)),
+        Known("positions start at 0, not 1: use torch.arange(T)",
+              lambda m, ids: _embed(m, ids, torch.arange(1, ids.shape[1] + 1))),
+        Known("you multiplied the two embeddings; the residual stream starts as their sum",
+              lambda m, ids: m.token_embedding(ids) * m.position_embedding(torch.arange(ids.shape[1]))),
+        Known("the positions run backwards: position t is t tokens after the start, torch.arange(T)",
+              lambda m, ids: _embed(m, ids, torch.arange(ids.shape[1]).flip(0))),
+    ],
+    hints=("Each token's vector says what it is; something else must say where it is.",
+           "The position of token t is t, counting from 0; its vector comes from model.position_embedding.",
+           "Look up both tables (token ids in one, torch.arange(T) in the other) and add: (T, d_model) "
+           "broadcasts over the batch."),
 )
 
 
 def _q2_diagnose(args, expected, got):
     model, ids = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        with torch.no_grad():
-            x = _embed(model, ids)
-            for block in model.blocks:
-                x, _ = block(x, causal_mask(ids.shape[1]))
-            if torch.allclose(got, model.lm_head(x), atol=1e-4):
-                raise Mistake("you skipped the final norm (model.final_norm) before the LM head")
-            x = _embed(model, ids)
-            for block in model.blocks:
-                x, _ = block(x, torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool))
-            if torch.allclose(got, model.lm_head(model.final_norm(x)), atol=1e-4):
-                raise Mistake("future positions are visible: pass causal_mask(T) to every block")
-    if isinstance(got, torch.Tensor) and got.dim() == 3 and got.shape[-1] == model.config.d_model:
+    if got.dim() == 3 and got.shape[-1] == model.config.d_model != model.config.vocab_size:
         raise Mistake("these are hidden states (last dimension d_model); apply model.lm_head to get logits")
-    compare_tensors(expected, got, "your logits")
+
+
+def _no_norm(m, ids):
+    return m.lm_head(_run_blocks(m, _embed(m, ids), causal_mask(ids.shape[1])))
+
+
+def _no_mask(m, ids):
+    T = ids.shape[1]
+    return m.lm_head(m.final_norm(_run_blocks(m, _embed(m, ids), torch.ones(T, T, dtype=torch.bool))))
+
+
+def _first_block(m, ids):
+    x = _run_blocks(m, _embed(m, ids), causal_mask(ids.shape[1]), m.blocks[:1])
+    return m.lm_head(m.final_norm(x))
+
+
+def _no_positions(m, ids):
+    x = _run_blocks(m, m.token_embedding(ids), causal_mask(ids.shape[1]))
+    return m.lm_head(m.final_norm(x))
+
+
+def _norm_each_block(m, ids):
+    x = _embed(m, ids)
+    for block in m.blocks:
+        x, _ = block(x, causal_mask(ids.shape[1]))
+        x = m.final_norm(x)
+    return m.lm_head(x)
 
 
 q2 = Task(
-    name="q2", function="forward", title="the whole forward pass",
-    cases=_cases, reference=torch.no_grad()(_forward), diagnose=_q2_diagnose,
-    hint_text="x = embed(...); for each block: x, _ = block(x, causal_mask(T)); "
-              "then model.lm_head(model.final_norm(x)).",
-    solution_text=("def forward(model, input_ids):\n    x = embed(model, input_ids)\n"
-                   "    mask = nexttoken.causal_mask(input_ids.shape[1])\n    for block in model.blocks:\n"
-                   "        x, _ = block(x, mask)\n    return model.lm_head(model.final_norm(x))"),
+    name="q2", function="forward", title="the whole forward pass", chapter=CHAPTER,
+    cases=_cases, reference=_forward, diagnose=_q2_diagnose,
+    known=[
+        Known("you skipped the final norm (model.final_norm) before the LM head", torch.no_grad()(_no_norm)),
+        Known("future positions are visible: pass causal_mask(T) to every block", torch.no_grad()(_no_mask)),
+        Known("only the first block ran: loop over every block of model.blocks, each one's output feeding "
+              "the next", torch.no_grad()(_first_block)),
+        Known("the blocks were skipped: the embeddings went straight to the LM head",
+              torch.no_grad()(lambda m, ids: m.lm_head(m.final_norm(_embed(m, ids))))),
+        Known("the position embeddings are missing: start from your embed (tokens + positions)",
+              torch.no_grad()(_no_positions)),
+        Known("the final norm goes once, after the last block, not after every block",
+              torch.no_grad()(_norm_each_block)),
+    ],
+    hints=("The residual stream starts as your embeddings and goes through every block in turn.",
+           "Each block needs the causal mask for T = input_ids.shape[1], and returns a pair: keep the first.",
+           "After the last block, the final norm, then the LM head turns d_model into vocab_size scores."),
+)
+
+
+def _config_cases():
+    small = dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4)
+    return [(DecoderConfig(**small),),
+            (DecoderConfig(**{**small, "tie_embeddings": False}),),
+            (DecoderConfig(vocab_size=1000, context_length=64, d_model=48, n_layers=3, n_heads=6, d_ff=100),)]
+
+
+def _num_parameters(config):
+    with torch.random.fork_rng():
+        return Decoder(config).num_parameters()  # the model's own count (a tied matrix counted once)
+
+
+def _count(config, tied_twice=False, no_positions=False, no_bias=False, no_norms=False, d_ff=None, blocks=None):
+    V, C, d = config.vocab_size, config.context_length, config.d_model
+    f = config.d_ff if d_ff is None else d_ff
+    b = 0 if no_bias else 1
+    per_block = (0 if no_norms else 2 * 2 * d) + (d * 3 * d + b * 3 * d) + (d * d + b * d) \
+        + (d * f + b * f) + (f * d + b * d)
+    head = V * d if (tied_twice or not config.tie_embeddings) else 0
+    return (V * d + (0 if no_positions else C * d) + (config.n_layers if blocks is None else blocks) * per_block
+            + (0 if no_norms else 2 * d) + head)
+
+
+q3 = Task(
+    name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER,
+    cases=_config_cases, reference=_num_parameters,
+    known=[
+        Known("with tie_embeddings the LM head *is* the token embedding matrix: count it once",
+              lambda c: _count(c, tied_twice=True)),
+        Known("the position table is missing: context_length x d_model more", lambda c: _count(c, no_positions=True)),
+        Known("the biases are missing: every Linear except the LM head has one (of size out_features)",
+              lambda c: _count(c, no_bias=True)),
+        Known("the LayerNorms are missing: each has a weight and a bias of size d_model (two per block, one "
+              "final)", lambda c: _count(c, no_norms=True)),
+        Known("the MLP's hidden width is config.d_ff, not always 4 * d_model", lambda c: _count(c, d_ff=4 * c.d_model)),
+        Known("you counted one block; there are config.n_layers", lambda c: _count(c, blocks=1)),
+    ],
+    hints=("List the model's weight matrices and vectors from chapter 3's diagram, then multiply out "
+           "their shapes.",
+           "A Linear from n to m has n * m weights and m biases; a LayerNorm over d has 2 * d parameters; an "
+           "embedding table has rows x d_model.",
+           "Per block: two LayerNorms, qkv (d -> 3d), proj (d -> d), MLP up (d -> d_ff) and down (d_ff -> d). "
+           "Outside the blocks: two tables, a final LayerNorm, and the head (no bias), unless it is tied."),
 )

@@ -2,27 +2,45 @@
 
 import torch
 
+from ..model import causal_mask
 from .common import random_ids, seeded, small_model
-from .task import Mistake, Task, compare_tensors
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2"]
+CHAPTER = "ch04"
+TASKS = ["q1", "q2", "q3", "q4"]
+TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
-    logits = args[0]
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape and torch.equal(got, logits[:, 0]):
-        raise Mistake("you took the first position; the next token is predicted by the last one, logits[:, -1, :]")
-    if isinstance(got, torch.Tensor) and got.shape == logits[-1].shape:
+    (logits,) = args
+    B, T, V = logits.shape
+    if tuple(got.shape) == (V,):
+        raise Mistake("the batch dimension is gone: logits[0, -1] (or logits[-1, -1]) is one row's scores; "
+                      "keep every row with logits[:, -1, :]")
+    if tuple(got.shape) == (B, 1, V):
+        raise Mistake("the result is (B, 1, V): index the time axis with -1, not the slice -1:, to drop it")
+    if tuple(got.shape) == (T, V) and (T, V) != (B, V):
         raise Mistake("you sliced the batch dimension (logits[-1]); slice time: logits[:, -1, :]")
-    compare_tensors(expected, got, "your slice")
+    if tuple(got.shape) == (B, T) and T != V:
+        raise Mistake("you sliced the vocabulary (logits[..., -1]): the last *position* is the middle axis")
 
 
 q1 = Task(
-    name="q1", function="last_logits", title="the last position's logits",
-    cases=lambda: [(torch.randn(2, 5, 11, generator=seeded(1)),), (torch.randn(3, 1, 7, generator=seeded(2)),)],
+    name="q1", function="last_logits", title="the last position's logits", chapter=CHAPTER,
+    cases=lambda: [(torch.randn(1, 3, 5, generator=seeded(3)),), (torch.randn(2, 5, 11, generator=seeded(1)),),
+                   (torch.randn(3, 1, 7, generator=seeded(2)),)],
     reference=lambda logits: logits[:, -1, :], diagnose=_q1_diagnose,
-    hint_text="Dimensions are (batch, time, vocab): keep every row, the last time step, every token.",
-    solution_text="def last_logits(logits):\n    return logits[:, -1, :]",
+    known=[
+        Known("you took the first position; the next token is predicted by the last one",
+              lambda lg: lg[:, 0, :]),
+        Known("you took the second-to-last position; the last one (-1) predicts the next token",
+              lambda lg: lg[:, -2, :]),
+        Known("every row got row 0's scores: logits[0, -1] serves a batch of one only; keep the batch "
+              "dimension", lambda lg: lg[0, -1].expand(lg.shape[0], -1)),
+    ],
+    hints=("Which position predicts a token we do not have yet?",
+           "The dimensions are (batch, time, vocabulary): keep all of two of them.",
+           "Index with : for every row, -1 for the last time step, : for every token."),
 )
 
 
@@ -32,21 +50,118 @@ def _next_token_probs(model, input_ids):
 
 
 def _q2_diagnose(args, expected, got):
-    model, ids = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        if not torch.allclose(got.sum(-1), torch.ones(got.shape[0]), atol=1e-4):
-            raise Mistake("each row should sum to 1: apply softmax over the vocabulary (dim=-1)")
-        with torch.no_grad():
-            if torch.allclose(got, model(ids)[:, -1, :], atol=1e-5):
-                raise Mistake("these are logits: turn them into probabilities with torch.softmax")
-    compare_tensors(expected, got, "your probabilities")
+    if got.dim() == 1 and not got.is_floating_point():
+        raise Mistake("these are token ids (an argmax): return the whole distribution, probabilities over "
+                      "the vocabulary")
 
 
 q2 = Task(
-    name="q2", function="next_token_probs", title="next-token probabilities",
-    cases=lambda: [(small_model(3), random_ids(3, 2, 6)), (small_model(4), random_ids(4, 1, 1))],
+    name="q2", function="next_token_probs", title="next-token probabilities", chapter=CHAPTER,
+    cases=lambda: [(small_model(3), random_ids(3, 3, 6)), (small_model(4), random_ids(4, 1, 1))],
     reference=_next_token_probs, diagnose=_q2_diagnose,
-    hint_text="logits = model(input_ids); keep logits[:, -1, :]; torch.softmax(..., dim=-1).",
-    solution_text=("def next_token_probs(model, input_ids):\n    logits = model(input_ids)\n"
-                   "    return torch.softmax(logits[:, -1, :], dim=-1)"),
+    known=[
+        Known("these are logits: turn them into probabilities with torch.softmax over the vocabulary",
+              torch.no_grad()(lambda m, ids: m(ids)[:, -1, :])),
+        Known("these are log-probabilities (log_softmax); the task asks for probabilities",
+              torch.no_grad()(lambda m, ids: torch.log_softmax(m(ids)[:, -1, :], -1))),
+        Known("the softmax went over the batch (dim=0): normalise each row over the vocabulary, dim=-1",
+              torch.no_grad()(lambda m, ids: torch.softmax(m(ids)[:, -1, :], 0))),
+        Known("the softmax went over time (dim=1) before slicing: normalise over the vocabulary, dim=-1",
+              torch.no_grad()(lambda m, ids: torch.softmax(m(ids), 1)[:, -1, :])),
+        Known("you used the first position's logits; the last position predicts the next token",
+              torch.no_grad()(lambda m, ids: torch.softmax(m(ids)[:, 0, :], -1))),
+        Known("you ran the model on the last token alone: it must read the whole context, model(input_ids)",
+              torch.no_grad()(lambda m, ids: torch.softmax(m(ids[:, -1:])[:, -1, :], -1))),
+    ],
+    hints=("Forward, slice, normalise: the first half of a generation step.",
+           "model(input_ids) gives (B, T, V); chapter 4 keeps one position of it.",
+           "softmax over the vocabulary (dim=-1) of the last position's logits."),
+)
+
+
+def _q3_cases():
+    return [(torch.tensor([1.0, 2.0, 3.0]),),
+            (torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -999.0, -998.0]]),),
+            (torch.randn(2, 3, 9, generator=seeded(4)) * 40,)]
+
+
+def _q3_diagnose(args, expected, got):
+    if got.shape == expected.shape and got.is_floating_point() and torch.isnan(got).any():
+        if (args[0].amax(-1) > 88).any():
+            raise Mistake("NaN: exp(1000) overflows to inf in float32 and inf / inf is NaN. Subtract each "
+                          "row's maximum before exp (softmax does not change when you shift a row)")
+        raise Mistake("NaN: a whole row underflowed to 0 and 0 / 0 is NaN. Subtract each row's own maximum, "
+                      "not one maximum of the whole tensor")
+
+
+q3 = Task(
+    name="q3", function="stable_softmax", title="a numerically stable softmax", chapter=CHAPTER,
+    cases=_q3_cases, reference=lambda x: torch.softmax(x, dim=-1), diagnose=_q3_diagnose,
+    known=[
+        Known("you subtracted the minimum; subtract the maximum, so that the largest exponent is exp(0) = 1 and "
+              "nothing overflows", lambda x: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(x - x.amin(-1, keepdim=True)))),
+        Known("you subtracted one maximum of the whole tensor, not one per row: a row far below it underflows "
+              "to 0 and 0 / 0 is NaN. Subtract each row's own maximum, not one maximum of the whole tensor",
+              lambda x: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(x - x.max()))),
+        Known("the sum went over the wrong dimension: normalise over the last one (dim=-1, keepdim=True)",
+              lambda x: (lambda e: e / e.sum(0, keepdim=True))(torch.exp(x - x.amax(-1, keepdim=True)))),
+        Known("you returned log-probabilities; the softmax's values are probabilities",
+              lambda x: torch.log_softmax(x, -1)),
+        Known("you divided by the maximum instead of subtracting it: a softmax is unchanged by a *shift* of "
+              "the scores, not by a scaling", lambda x: torch.softmax(x / x.amax(-1, keepdim=True), -1)),
+    ],
+    hints=("exp(1000) is inf in float32. What can you do to a row of scores that leaves its softmax unchanged?",
+           "softmax(x) = softmax(x - c) for any constant c per row; pick c so that the largest exponent is 0.",
+           "x - x.max(dim=-1, keepdim=True).values, then exp, then divide by the sum over dim=-1 (keepdim=True)."),
+)
+
+
+def _refusing_model(seed):
+    """A small model whose LM head refuses more than one position per row: computing all T rows of the
+    head and keeping one is the waste this task removes."""
+    model = small_model(seed)
+
+    def one_position_only(module, inputs):
+        (x,) = inputs
+        if x.dim() == 3 and x.shape[1] != 1 or x.dim() > 3:
+            raise RuntimeError(f"model.lm_head was applied to {x.shape[1]} positions per row; apply it to the "
+                               "last position only")
+    model.lm_head.register_forward_pre_hook(one_position_only)
+    return model
+
+
+@torch.no_grad()
+def _last_position_logits(model, input_ids, slice_at=-1, norm=True, mask=True):
+    x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(input_ids.shape[1]))
+    T = input_ids.shape[1]
+    m = causal_mask(T) if mask else torch.ones(T, T, dtype=torch.bool)
+    for block in model.blocks:
+        x, _ = block(x, m)
+    h = x[:, slice_at, :]
+    return model.lm_head(model.final_norm(h) if norm else h)
+
+
+def _q4_diagnose(args, expected, got):
+    model, ids = args
+    if tuple(got.shape) == (ids.shape[0], 1, model.config.vocab_size):
+        raise Mistake("the result is (B, 1, vocab_size): slice the position with -1 (not -1:) to drop the "
+                      "time axis")
+
+
+q4 = Task(
+    name="q4", function="last_position_logits", title="an LM head on the last position only", chapter=CHAPTER,
+    cases=lambda: [(_refusing_model(21), random_ids(21, 1, 4)), (_refusing_model(22), random_ids(22, 3, 7))],
+    reference=_last_position_logits, diagnose=_q4_diagnose,
+    known=[
+        Known("you kept the first position; the last one predicts the next token",
+              lambda m, ids: _last_position_logits(m, ids, slice_at=0)),
+        Known("you skipped the final norm before the LM head", lambda m, ids: _last_position_logits(m, ids, norm=False)),
+        Known("future positions are visible in the blocks: pass causal_mask(T) to each block (the last "
+              "position's output depends on the other positions' earlier layers)",
+              lambda m, ids: _last_position_logits(m, ids, mask=False)),
+    ],
+    hints=("With GPT-2's vocabulary the LM head is the model's biggest matrix, and its work on every "
+           "position but the last is thrown away. Where in chapter 3's forward pass can you drop the other positions?",
+           "Everything up to the final norm needs every position (attention mixes them); the head does not.",
+           "Run chapter 3's forward pass up to the blocks, keep x[:, -1, :], then final norm and lm_head."),
 )

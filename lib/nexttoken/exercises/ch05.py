@@ -2,55 +2,166 @@
 
 import torch
 
-from ..generate import generate
-from .common import random_ids, small_model
-from .task import Mistake, Task, compare_tensors
+from ..generate import generate, sample
+from .common import random_ids, seeded, small_model
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2"]
+CHAPTER = "ch05"
+TASKS = ["q1", "q2", "q3", "q4"]
+TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 
 
+@torch.no_grad()
+def _append(ids, next_tokens):
+    return torch.cat([ids, next_tokens[:, None]], dim=1)
+
+
+@torch.no_grad()
 def _step(model, input_ids):
     return generate(model, input_ids, 1)
 
 
 def _q1_diagnose(args, expected, got):
     model, ids = args
-    if isinstance(got, torch.Tensor) and tuple(got.shape) == (ids.shape[0],):
-        raise Mistake("you returned only the new token; append it to the sequence with torch.cat")
-    if isinstance(got, torch.Tensor) and got.shape == ids.shape:
+    if tuple(got.shape) == (ids.shape[0],):
+        raise Mistake("you returned only the new tokens; append them to the sequence with torch.cat")
+    if tuple(got.shape) == tuple(ids.shape):
         raise Mistake("the sequence did not grow: append the new token (torch.cat along dim=1)")
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape and not torch.equal(got[:, :-1], ids):
-        raise Mistake("the prompt changed: keep input_ids as they are and add one token at the end")
-    compare_tensors(expected, got, "your extended sequence")
+    if got.shape == expected.shape and not torch.equal(got[:, :-1].long(), ids):
+        raise Mistake("the context changed: keep input_ids as they are and add one token at the end")
 
 
 q1 = Task(
-    name="q1", function="generation_step", title="one greedy step",
+    name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER,
     cases=lambda: [(small_model(5), random_ids(5, 1, 4)), (small_model(6), random_ids(6, 3, 7))],
     reference=_step, diagnose=_q1_diagnose,
-    hint_text="probs of the last position -> argmax(dim=-1) -> shape (B,); "
-              "torch.cat([input_ids, next_token[:, None]], dim=1).",
-    solution_text=("def generation_step(model, input_ids):\n    logits = model(input_ids)\n"
-                   "    probs = torch.softmax(logits[:, -1, :], dim=-1)\n    next_token = probs.argmax(dim=-1)\n"
-                   "    return torch.cat([input_ids, next_token[:, None]], dim=1)"),
+    known=[
+        Known("every row got the same token: logits[0, -1] (row 0's prediction) or an argmax without dim= "
+              "gives one token for the whole batch; keep the batch dimension and take argmax(dim=-1)",
+              torch.no_grad()(lambda m, ids: _append(ids, m(ids)[0, -1].argmax().expand(ids.shape[0])))),
+        Known("you used the first position's prediction; the last position predicts the next token",
+              torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, 0].argmax(-1)))),
+        Known("the model read only the last token: run it on the whole context, model(input_ids)",
+              torch.no_grad()(lambda m, ids: _append(ids, m(ids[:, -1:])[:, -1].argmax(-1)))),
+        Known("you picked the least likely token (argmin); greedy takes the most likely, argmax",
+              torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, -1].argmin(-1)))),
+    ],
+    hints=("Five operations: forward, slice, softmax, select, append.",
+           "The selected ids have one entry per row, shape (B,); the sequence is (B, T).",
+           "Make the new ids a column (next_token[:, None]) and torch.cat it after input_ids along the time axis."),
 )
 
 
 def _q2_diagnose(args, expected, got):
     model, ids, n = args
-    if isinstance(got, torch.Tensor) and got.dim() == 2 and got.shape[1] != expected.shape[1]:
+    if got.dim() == 2 and got.shape[0] == ids.shape[0] and got.shape[1] != expected.shape[1]:
         raise Mistake(f"expected {n} new tokens after the prompt of {ids.shape[1]}, "
-                      f"got {got.shape[1] - ids.shape[1]}")
-    compare_tensors(expected, got, "your generated sequence")
+                      f"got {got.shape[1] - ids.shape[1]}: one step per new token, range(max_new_tokens)")
+
+
+@torch.no_grad()
+def _repeat_first(m, ids, n):
+    first = m(ids)[:, -1].argmax(-1)
+    return torch.cat([ids] + [first[:, None]] * n, dim=1)
+
+
+@torch.no_grad()
+def _loop(m, ids, n, step):
+    for _ in range(n):
+        ids = _append(ids, step(m, ids))
+    return ids
 
 
 q2 = Task(
-    name="q2", function="generate_greedy", title="the generation loop",
-    cases=lambda: [(small_model(7), random_ids(7, 1, 3), 5), (small_model(8), random_ids(8, 2, 2), 8),
-                   (small_model(9), random_ids(9, 1, 4), 0)],
+    name="q2", function="generate_greedy", title="the generation loop", chapter=CHAPTER,
+    cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(7), random_ids(7, 1, 3), 5),
+                   (small_model(12), random_ids(12, 3, 2), 8)],
     reference=lambda model, ids, n: generate(model, ids, n), diagnose=_q2_diagnose,
-    hint_text="Repeat your generation_step max_new_tokens times (zero times returns the prompt). "
-              "The test sequences fit in the context window.",
-    solution_text=("def generate_greedy(model, input_ids, max_new_tokens):\n    ids = input_ids\n"
-                   "    for _ in range(max_new_tokens):\n        ids = generation_step(model, ids)\n    return ids"),
+    known=[
+        Known("every new token is the same one: each step must run the model on the sequence so far, "
+              "including the tokens it just generated (feed the loop's output back in, and read its last "
+              "position)", _repeat_first),
+        Known("the model read only the newest token at each step: without a cache it must read the whole "
+              "sequence so far", lambda m, ids, n: _loop(m, ids, n, lambda m, x: m(x[:, -1:])[:, -1].argmax(-1))),
+        Known("every row got row 0's tokens: logits[0, -1] serves a batch of one only; use logits[:, -1, :]",
+              lambda m, ids, n: _loop(m, ids, n, lambda m, x: m(x)[0, -1].argmax().expand(x.shape[0]))),
+        Known("you used the first position's prediction at each step; the last position predicts the next token",
+              lambda m, ids, n: _loop(m, ids, n, lambda m, x: m(x)[:, 0].argmax(-1))),
+    ],
+    hints=("A loop whose every step feeds on the previous step's output.",
+           "Call your generation_step max_new_tokens times; what it returns is the next step's input.",
+           "Start from the prompt and replace it by generation_step's output, max_new_tokens times; with zero "
+           "steps the prompt comes back unchanged."),
+)
+
+
+def _bigram_table(seed, V):
+    """A (V, V) table of p(next | current), rows summing to 1, peaked so greedy choices are clear."""
+    return torch.softmax(torch.randn(V, V, generator=seeded(seed)) * 3, dim=-1)
+
+
+def _bigram_greedy(probs, input_ids, max_new_tokens, pick=lambda p, ids: p[ids[:, -1]].argmax(-1)):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, pick(probs, ids)[:, None]], dim=1)
+    return ids
+
+
+def _q3_cases():
+    return [(_bigram_table(33, 6), torch.tensor([[2]]), 6),
+            (_bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
+
+
+q3 = Task(
+    name="q3", function="generate_from_bigram", title="the loop on chapter 1's bigram model", chapter=CHAPTER,
+    cases=_q3_cases, reference=_bigram_greedy, diagnose=_q2_diagnose,
+    known=[
+        Known("you read the column probs[:, last]: row a of the table is p(next | a), so the next token's "
+              "distribution is probs[last] (a row)",
+              lambda p, ids, n: _bigram_greedy(p, ids, n, lambda p, x: p[:, x[:, -1]].T.argmax(-1))),
+        Known("every new token is the same: condition each step on the *last* token of the sequence so far "
+              "(the one generated at the step before), not on a fixed one such as the prompt's first",
+              lambda p, ids, n: torch.cat([ids] + [p[ids[:, -1]].argmax(-1)[:, None]] * n, dim=1)),
+        Known("you conditioned on the first token of each row; a bigram model reads the *last* one, "
+              "so every new token is the same for a one-token prompt",
+              lambda p, ids, n: _bigram_greedy(p, ids, n, lambda p, x: p[x[:, 0]].argmax(-1))),
+    ],
+    hints=("The loop is chapter 5's; only the 'model' changed. What does a bigram model read from the context?",
+           "probs[a] is the distribution of the token after a; the context's last token is ids[:, -1].",
+           "Each step: probs[ids[:, -1]] gives (B, V); argmax(dim=-1); append as a column."),
+)
+
+
+@torch.no_grad()
+def _sample_step(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, -1, :], dim=-1)
+    return _append(input_ids, sample(probs, generator=generator))
+
+
+def _q4_cases():
+    return [(small_model(42), random_ids(42, 2, 3), seeded(1)), (small_model(43), random_ids(43, 8, 5), seeded(2))]
+
+
+def _q4_diagnose(args, expected, got):
+    model, ids, _ = args
+    if got.shape == expected.shape and got.dtype == torch.int64 and torch.equal(got[:, :-1], ids):
+        raise Mistake("your tokens differ from the seeded draw: pass generator=generator to torch.multinomial "
+                      "(without it the draw uses torch's global random state, which the test does not control), "
+                      "and draw from the softmax of the last position's logits")
+
+
+q4 = Task(
+    name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
+    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose,
+    known=[
+        Known("you took the argmax: this step samples, drawing each row's token with its probability",
+              torch.no_grad()(lambda m, ids, g: _append(ids, m(ids)[:, -1].argmax(-1)))),
+        Known("you sampled from the first position's distribution; the last position predicts the next token",
+              torch.no_grad()(lambda m, ids, g: _append(ids, sample(torch.softmax(m(ids)[:, 0], -1), g)))),
+    ],
+    hints=("Greedy picks the top token; sampling draws one at random with its probability, and a seeded "
+           "generator makes the draw repeatable.",
+           "torch.multinomial(probs, num_samples=1, generator=generator) draws one id per row of probs (B, V).",
+           "Same five operations as generation_step, with multinomial instead of argmax; its result is "
+           "(B, 1), already a column."),
 )

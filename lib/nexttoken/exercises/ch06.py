@@ -3,33 +3,38 @@
 import torch
 
 from ..generate import generate
-from .common import small_model
-from .task import Mistake, Task, compare_tensors
+from .common import random_ids, small_model
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2", "q3"]
+CHAPTER = "ch06"
+TASKS = ["q1", "q2", "q3", "q4", "q5"]
+TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
 def _update(finished, next_tokens, eos_token_id):
     return finished | (next_tokens == eos_token_id)
 
 
-def _q1_diagnose(args, expected, got):
-    finished, tokens, eos = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        if (finished & ~got.bool()).any():
-            raise Mistake("a row that had finished is unfinished again: once a row produced EOS it stays "
-                          "finished (combine with |, not =)")
-    compare_tensors(expected, got, "your finished flags")
-
-
 q1 = Task(
-    name="q1", function="update_finished", title="which rows have finished",
+    name="q1", function="update_finished", title="which rows have finished", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([False, False, True]), torch.tensor([7, 3, 5]), 3),
                    (torch.tensor([False, True, True, False]), torch.tensor([3, 1, 3, 2]), 3)],
-    reference=_update, diagnose=_q1_diagnose,
-    hint_text="A row is finished if it was already finished, or if its new token is the EOS id.",
-    solution_text=("def update_finished(finished, next_tokens, eos_token_id):\n"
-                   "    return finished | (next_tokens == eos_token_id)"),
+    reference=_update,
+    known=[
+        Known("a row that had finished is unfinished again: once a row produced EOS it stays finished "
+              "(combine the old flags with the new ones, do not overwrite them)",
+              lambda f, t, e: t == e),
+        Known("you combined with 'and': a row is finished if it was finished *or* it just produced EOS",
+              lambda f, t, e: f & (t == e)),
+        Known("you combined with 'xor' (^): a finished row that produces EOS again must stay finished; use |",
+              lambda f, t, e: f ^ (t == e)),
+        Known("the flags are inverted: True means finished (had EOS), not still running",
+              lambda f, t, e: ~(f | (t == e))),
+    ],
+    hints=("A row is finished after this step for one of two reasons.",
+           "It was already finished, or its new token is the EOS id; a comparison of a tensor with an int "
+           "gives a bool tensor.",
+           "Combine the old flags and (next_tokens == eos_token_id) with |, returning a new tensor."),
 )
 
 
@@ -37,68 +42,139 @@ def _pad(next_tokens, finished, pad_token_id):
     return torch.where(finished, pad_token_id, next_tokens)
 
 
-def _q2_diagnose(args, expected, got):
-    tokens, finished, pad = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        if (got[finished] != pad).any():
-            raise Mistake("a finished row is not padded: rows that finished earlier must get the pad id")
-        if (got[~finished] != tokens[~finished]).any():
-            raise Mistake("you replaced the token of a row still running (its EOS token, maybe: the EOS "
-                          "itself is kept; only later slots are padding)")
-    compare_tensors(expected, got, "your tokens")
-
-
 q2 = Task(
-    name="q2", function="pad_finished", title="padding finished rows",
+    name="q2", function="pad_finished", title="padding finished rows", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([4, 9, 2]), torch.tensor([False, True, False]), 0),
                    (torch.tensor([3, 3, 8, 1]), torch.tensor([True, False, False, True]), 9)],
-    reference=_pad, diagnose=_q2_diagnose,
-    hint_text="torch.where(finished, pad_token_id, next_tokens): `finished` is the state before this step.",
-    solution_text=("def pad_finished(next_tokens, finished, pad_token_id):\n"
-                   "    return torch.where(finished, pad_token_id, next_tokens)"),
+    reference=_pad,
+    known=[
+        Known("the rows are swapped: the rows that had finished get the pad id, the others keep their token",
+              lambda t, f, p: torch.where(f, t, p)),
+        Known("every row got the pad id: only the rows that had finished before this step are padded",
+              lambda t, f, p: torch.full_like(t, p)),
+        Known("the finished rows got 0, not pad_token_id: multiplying by the flags only works when the pad id "
+              "is 0; use torch.where", lambda t, f, p: t * ~f),
+    ],
+    hints=("Each row either keeps its token or gets padding, depending on its flag.",
+           "The flags are the ones from *before* this step: a row that writes EOS now keeps it.",
+           "torch.where(condition, value_if_true, value_if_false) picks per row, and an int broadcasts."),
 )
 
 
 def _q3_cases():
-    model = small_model(11)
-    prompt = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
-    free = generate(model, prompt, 6)[:, 3:]
-    eos = int(free[0, 1])  # a token greedy decoding really produces, so rows stop at different steps
-    return [(model, prompt, 6, eos, 0), (model, prompt[1:], 6, int(free[1, 0]), 49), (model, prompt, 6, 49, 0)]
+    model = small_model(14)
+    prompt = random_ids(14, 3, 3)
+    free = generate(model, prompt, 6)[:, 3:]  # tokens greedy decoding really produces, so rows stop at
+    stops_all = min(set.intersection(*(set(row[:5].tolist()) for row in free)))  # different steps
+    never = max(set(range(50)) - set(free.flatten().tolist()))
+    return [(model, prompt[1:], 6, int(free[1, 0]), 49), (model, prompt, 6, stops_all, 0),
+            (model, prompt, 6, int(free[0, 1]), 0), (model, prompt, 4, never, 0)]
 
 
 def _q3_diagnose(args, expected, got):
     model, ids, n, eos, pad = args
-    if isinstance(got, torch.Tensor) and got.dim() == 2 and got.shape[0] == expected.shape[0]:
-        new, want = got[:, ids.shape[1]:], expected[:, ids.shape[1]:]
-        for row in range(want.shape[0]):
-            stops = (want[row] == eos).nonzero()
-            if len(stops):
-                s = int(stops[0])
-                if s >= new.shape[1] or new[row, s] != eos:
-                    raise Mistake(f"row {row}: its EOS token was dropped; the EOS is kept in the output")
-                if (new[row, s + 1:] != pad).any():
-                    raise Mistake(f"row {row} finished but was not padded after its EOS")
-        if got.shape[1] > expected.shape[1]:
-            raise Mistake("the loop went on after every row had finished: stop when all rows are done")
-        if got.shape[1] < expected.shape[1]:
-            raise Mistake("the loop stopped too early: stop when all rows are done, or after max_new_tokens")
-    compare_tensors(expected, got, "your generated sequence")
+    P = ids.shape[1]
+    if got.dim() != 2 or got.shape[0] != expected.shape[0]:
+        return
+    new, want = got[:, P:], expected[:, P:]
+    every_row_stops = (want == eos).any(-1).all()
+    if got.shape[1] > expected.shape[1]:
+        if not every_row_stops or got.shape[1] > P + n:
+            raise Mistake(f"you generated {got.shape[1] - P} tokens, more than max_new_tokens = {n}")
+        raise Mistake("the loop went on after every row had finished: stop as soon as all rows are done")
+    for row in range(want.shape[0]):
+        stops = (want[row] == eos).nonzero()
+        if len(stops):
+            s = int(stops[0])
+            if s < new.shape[1] and new[row, s] != eos:
+                raise Mistake(f"row {row}: its EOS token was replaced; the EOS is kept, only the slots after it "
+                              "are padding (pad with the flags from before the step)")
+            if (new[row, s + 1:] != pad).any() and s + 1 < new.shape[1]:
+                raise Mistake(f"row {row} finished but was not padded after its EOS: later slots of a finished "
+                              "row hold pad_token_id")
+    if got.shape[1] < expected.shape[1]:
+        raise Mistake("the loop stopped too early: stop when *all* rows are done (or after max_new_tokens), "
+                      "not when one of them is")
 
 
 q3 = Task(
-    name="q3", function="generate_with_eos", title="a batch loop that stops",
+    name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
     cases=_q3_cases,
     reference=lambda model, ids, n, eos, pad: generate(model, ids, n, eos_token_id=eos, pad_token_id=pad),
     diagnose=_q3_diagnose,
-    hint_text="Keep a `finished` flag per row. Each step: pick the greedy token, pad_finished it, append, "
-              "update_finished, and break if finished.all().",
-    solution_text=("def generate_with_eos(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):\n"
-                   "    ids = input_ids\n    finished = torch.zeros(ids.shape[0], dtype=torch.bool)\n"
-                   "    for _ in range(max_new_tokens):\n"
-                   "        next_tokens = torch.softmax(model(ids)[:, -1, :], dim=-1).argmax(dim=-1)\n"
-                   "        next_tokens = pad_finished(next_tokens, finished, pad_token_id)\n"
-                   "        ids = torch.cat([ids, next_tokens[:, None]], dim=1)\n"
-                   "        finished = update_finished(finished, next_tokens, eos_token_id)\n"
-                   "        if finished.all():\n            break\n    return ids"),
+    hints=("Keep one flag per row, and decide after each step whether to go on.",
+           "Each step: pick the greedy token, pad it where the row had already finished, append it, then "
+           "update the flags.",
+           "Use your pad_finished and update_finished in that order, and break when finished.all()."),
+)
+
+
+def _left(input_ids, attention_mask):
+    order = torch.argsort(attention_mask, dim=1, stable=True)  # pads (0) first, real tokens (1) after, in order
+    return input_ids.gather(1, order), attention_mask.gather(1, order)
+
+
+def _q4_cases():
+    return [(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]])),
+            (torch.tensor([[11, 12, 13, 0, 0], [21, 22, 23, 24, 25], [0, 0, 31, 32, 33], [41, 0, 0, 0, 0]]),
+             torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]]))]
+
+
+def _q4_diagnose(args, expected, got):
+    if isinstance(got, torch.Tensor):
+        raise Mistake("return two tensors, (input_ids, attention_mask), both left-padded")
+
+
+q4 = Task(
+    name="q4", function="to_left_padding", title="right padding to left padding", chapter=CHAPTER,
+    cases=_q4_cases, reference=_left, diagnose=_q4_diagnose,
+    known=[
+        Known("you reversed the rows: the real tokens must stay in their order, only moved to the end",
+              lambda ids, m: (ids.flip(1), m.flip(1))),
+        Known("the tokens did not move: move each row's real tokens to the end, and its pad slots to the front",
+              lambda ids, m: (ids, _left(ids, m)[1])),
+        Known("the mask did not move: attention_mask must follow the tokens (0s first, then 1s)",
+              lambda ids, m: (_left(ids, m)[0], m)),
+        Known("every row was shifted by the same amount; each row has its own number of pad slots (and a row "
+              "that is already left-padded must stay as it is)",
+              lambda ids, m: (lambda k: (ids.roll(k, 1), m.roll(k, 1)))(int((m == 0).sum(1).max()))),
+    ],
+    hints=("In a right-padded row the pad slots come after the real tokens; a left-padded model wants them "
+           "before. Rows differ in how many pads they have.",
+           "Think of it as a per-row reordering of positions: pad slots first, then the real tokens in their "
+           "original order. The same reordering applies to the ids and the mask.",
+           "A *stable* sort of each row of attention_mask (torch.argsort(..., stable=True)) gives that order; "
+           "apply it to both tensors with .gather(1, order)."),
+)
+
+
+def _q5_cases():
+    return [(small_model(12, context_length=6), random_ids(12, 1, 4), 5),
+            (small_model(13, context_length=5), random_ids(13, 2, 5), 6)]
+
+
+@torch.no_grad()
+def _crop_loop(m, ids, n, window):
+    for _ in range(n):
+        ids = torch.cat([ids, m(window(ids))[:, -1].argmax(-1)[:, None]], dim=1)
+    return ids
+
+
+q5 = Task(
+    name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
+    cases=_q5_cases, reference=lambda model, ids, n: generate(model, ids, n),
+    known=[
+        Known("you kept the *first* context_length tokens; the model must read the most recent ones, "
+              "ids[:, -L:]", lambda m, ids, n: _crop_loop(m, ids, n, lambda x: x[:, :m.config.context_length])),
+        Known("off by one: the window holds context_length tokens, ids[:, -L:], not L - 1",
+              lambda m, ids, n: _crop_loop(m, ids, n, lambda x: x[:, -(m.config.context_length - 1):])),
+        Known("you returned only the cropped window: the output keeps everything, the full prompt included; only "
+              "what the model reads is cropped",
+              lambda m, ids, n: generate(m, ids, n)[:, -m.config.context_length:]),
+    ],
+    hints=("The model has no position embedding past context_length - 1, so it cannot read a longer sequence. "
+           "Which tokens matter most for the next one?",
+           "Before each forward pass, keep only the last L = model.config.context_length tokens; the sequence "
+           "you give back still grows by one token a step.",
+           "logits = model(ids[:, -L:]) inside chapter 5's loop; append to ids, not to the window."),
 )

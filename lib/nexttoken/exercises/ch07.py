@@ -6,9 +6,11 @@ import torch
 
 from ..generate import generate
 from .common import random_ids, seeded, small_model
-from .task import Mistake, Task
+from .task import Known, Mistake, Task
 
-TASKS = ["q1", "q2", "q3"]
+CHAPTER = "ch07"
+TASKS = ["q1", "q2", "q3", "q4"]
+TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
 def _append(cache, new):
@@ -17,22 +19,28 @@ def _append(cache, new):
 
 def _q1_diagnose(args, expected, got):
     cache, new = args
-    if isinstance(got, torch.Tensor) and cache is not None and got.shape[2] == cache.shape[2] + new.shape[2]:
-        if torch.equal(got[:, :, :new.shape[2]], new):
-            raise Mistake("the new keys went in front: append them after the cached ones (time order)")
-    if isinstance(got, torch.Tensor) and cache is not None and got.shape[2] != cache.shape[2] + new.shape[2]:
+    if cache is not None and got.dim() == 4 and got.shape[2] == cache.shape[2] and got.shape != expected.shape:
         raise Mistake("concatenate along the time dimension, dim=2 of (batch, heads, time, head_dim)")
 
 
 q1 = Task(
-    name="q1", function="append_to_cache", title="growing the cache",
+    name="q1", function="append_to_cache", title="growing the cache", chapter=CHAPTER,
     cases=lambda: [(None, torch.randn(1, 2, 3, 4, generator=seeded(1))),
                    (torch.randn(1, 2, 3, 4, generator=seeded(2)), torch.randn(1, 2, 1, 4, generator=seeded(3))),
                    (torch.randn(2, 4, 5, 8, generator=seeded(4)), torch.randn(2, 4, 1, 8, generator=seeded(5)))],
     reference=_append, diagnose=_q1_diagnose,
-    hint_text="With no cache yet (None), the new keys are the cache. Otherwise torch.cat([cache, new], dim=2).",
-    solution_text=("def append_to_cache(cache, new):\n    if cache is None:\n        return new\n"
-                   "    return torch.cat([cache, new], dim=2)"),
+    known=[
+        Known("the new keys went in front: append them after the cached ones (time order, old positions first)",
+              lambda c, n: n if c is None else torch.cat([n, c], dim=2)),
+        Known("you returned only the new keys: the cache must keep every position so far",
+              lambda c, n: n),
+        Known("you returned the old cache: the new positions must be added to it",
+              lambda c, n: n if c is None else c),
+    ],
+    hints=("The cache is a growing record along one axis. Which one?",
+           "The shape is (batch, heads, time, head_dim): positions are dim 2. With no cache yet (None), the new "
+           "keys are the whole cache.",
+           "torch.cat([cache, new], dim=2), after handling cache is None."),
 )
 
 
@@ -41,47 +49,99 @@ def _attend(q, k, v):
     return torch.softmax(scores, dim=-1) @ v
 
 
+def _first_key_only(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    first = torch.tril(torch.ones(1, k.shape[2], dtype=torch.bool))
+    return torch.softmax(scores.masked_fill(~first, float("-inf")), -1) @ v
+
+
 def _q2_diagnose(args, expected, got):
     q, k, v = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        masked = torch.tril(torch.ones(1, k.shape[2], dtype=torch.bool))
-        wrong = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).masked_fill(~masked, float("-inf")),
-                              -1) @ v
-        if torch.allclose(got, wrong, atol=1e-5):
-            raise Mistake("you applied a (1 x T) causal mask that hides all but the first key: the new token is "
-                          "the last position, so it may see every cached key, no mask needed")
-        if torch.allclose(got, torch.softmax(q @ k.transpose(-2, -1), -1) @ v, atol=1e-5):
-            raise Mistake("you forgot to divide the scores by sqrt(head_dim)")
+    if tuple(got.shape) == (*q.shape[:3], k.shape[2]):
+        raise Mistake("these are the attention weights (B, heads, 1, T): multiply them by v to average the values")
 
 
 q2 = Task(
-    name="q2", function="attend_to_cache", title="one new query against the cached keys",
+    name="q2", function="attend_to_cache", title="one new query against the cached keys", chapter=CHAPTER,
     cases=lambda: [tuple(torch.randn(1, 2, t, 8, generator=seeded(10 + i)) for i, t in enumerate((1, 6, 6))),
                    tuple(torch.randn(2, 4, t, 16, generator=seeded(20 + i)) for i, t in enumerate((1, 9, 9)))],
     reference=_attend, diagnose=_q2_diagnose,
-    hint_text="q is (B, heads, 1, d); k and v are (B, heads, T, d). softmax(q k^T / sqrt(d)) @ v, "
-              "with no mask: every cached key is in the new token's past.",
-    solution_text=("def attend_to_cache(q, k, v):\n    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
-                   "    return torch.softmax(scores, dim=-1) @ v"),
+    known=[
+        Known("you applied a causal mask whose first row hides all but the first key: the new token is the last "
+              "position, so it may see every cached key, no mask needed", _first_key_only),
+        Known("you forgot to divide the scores by sqrt(head_dim)",
+              lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v),
+        Known("you divided the scores by head_dim; the scale is sqrt(head_dim)",
+              lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v),
+        Known("the softmax went over the single query (dim=-2), so every weight is 1: normalise over the keys, "
+              "dim=-1", lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -2) @ v),
+    ],
+    hints=("The newest token is the last position: which cached keys are in its past?",
+           "Every one of them, so this is attention without a mask: scores, scale, softmax over the keys, "
+           "then a weighted average of the values.",
+           "softmax(q @ k.transpose(-2, -1) / sqrt(d), dim=-1) @ v."),
 )
+
+
+def _fresh_cache_each_step(m, ids, n):
+    new = ids
+    for _ in range(n):
+        new_token = m(new, cache=m.new_cache())[:, -1].argmax(-1, keepdim=True)
+        ids, new = torch.cat([ids, new_token], 1), new_token
+    return ids
 
 
 def _q3_diagnose(args, expected, got):
     model, ids, n = args
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        raise Mistake("the tokens differ from the uncached loop: after the prompt, feed only the newest token "
-                      "(ids[:, -1:]) with the same cache object each step")
+    if got.shape == expected.shape and got.dtype == torch.int64 and torch.equal(got[:, :ids.shape[1]], ids):
+        raise Mistake("the tokens differ from the uncached loop: feed the whole prompt at the first step, then "
+                      "only the newest token, shape (B, 1), with the *same* cache object every step")
 
 
 q3 = Task(
-    name="q3", function="generate_cached", title="the cached greedy loop",
+    name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
     cases=lambda: [(small_model(12), random_ids(12, 1, 4), 6), (small_model(13), random_ids(13, 2, 3), 9)],
     reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
-    hint_text="cache = model.new_cache(); logits = model(ids, cache=cache) for the prompt; then each step "
-              "append the greedy token and call model(ids[:, -1:], cache=cache).",
-    solution_text=("def generate_cached(model, input_ids, max_new_tokens):\n    cache = model.new_cache()\n"
-                   "    ids, new = input_ids, input_ids\n    for _ in range(max_new_tokens):\n"
-                   "        logits = model(new, cache=cache)\n"
-                   "        new = logits[:, -1, :].argmax(dim=-1, keepdim=True)\n"
-                   "        ids = torch.cat([ids, new], dim=1)\n    return ids"),
+    known=[
+        Known("each step started from a fresh cache, so the model saw only the newest token: make one cache "
+              "before the loop and pass it every step", torch.no_grad()(_fresh_cache_each_step)),
+    ],
+    hints=("A cache remembers what the model has already read, so each step feeds only what is new.",
+           "One cache = model.new_cache() before the loop; the first call reads the prompt, later calls one "
+           "token, shape (B, 1).",
+           "new = input_ids; each step: logits = model(new, cache=cache); new = the greedy token as a column; "
+           "append it to ids."),
+)
+
+
+def _positions_processed(prompt_length, max_new_tokens, use_cache):
+    """The library's own count: run generate and add up how many positions each forward pass processes."""
+    model = small_model(0, context_length=64)
+    seen = []
+    hook = model.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[1]))
+    try:
+        generate(model, torch.zeros(1, prompt_length, dtype=torch.long), max_new_tokens, use_cache=use_cache)
+    finally:
+        hook.remove()
+    return sum(seen)
+
+
+q4 = Task(
+    name="q4", function="positions_processed", title="predict the work with and without a cache", chapter=CHAPTER,
+    cases=lambda: [(4, 1, False), (4, 5, False), (4, 5, True), (3, 0, True), (10, 6, True), (7, 8, False)],
+    reference=_positions_processed,
+    known=[
+        Known("the cached loop also fed its last token: the token chosen at the last step is appended but "
+              "never run through the model", lambda P, n, c: (P + n) if c and n else (n * P + n * (n - 1) // 2)),
+        Known("the uncached loop re-reads everything generated so far: its passes read P, P + 1, ..., "
+              "P + n - 1 positions, not P each time", lambda P, n, c: (P + n - 1 if c and n else 0) if c else n * P),
+        Known("with a cache the prompt is still read once, at the first step: P positions, then one per step",
+              lambda P, n, c: n if c else n * P + n * (n - 1) // 2),
+        Known("off by one: the last generated token is never fed back, so the passes read P, ..., P + n - 1",
+              lambda P, n, c: (P + n - 1 if n else 0) if c else n * P + n * (n + 1) // 2),
+    ],
+    hints=("Count one forward pass per new token, and how many positions each pass reads.",
+           "Without a cache, pass i (from 0) reads the prompt and the i tokens generated so far. With one, the "
+           "first pass reads the prompt and every later pass one token.",
+           "List the passes for P = 2 and n = 3 by hand, then write each count as a sum and close it."),
 )

@@ -1,4 +1,5 @@
-"""Test inputs shared by the chapters' tasks: small, seeded, and the same in every process."""
+"""Test inputs shared by the chapters' tasks: small, seeded, the same in every process, and chosen so
+that a wrong answer gives a different result (tests/test_exercises.py asserts it)."""
 
 import torch
 
@@ -10,14 +11,21 @@ def seeded(seed: int) -> torch.Generator:
 
 
 def small_model(seed: int = 0, **overrides) -> Decoder:
-    """A small random Decoder whose choices depend on the context (weights larger than GPT-2's init)."""
-    config = DecoderConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4),
-                              **overrides})
+    """A small random Decoder whose predictions depend on the context.
+
+    Weights are drawn larger than GPT-2's initialisation (std 0.5, norms left at 1 and 0, an untied LM
+    head), so that a greedy continuation changes from step to step and from prompt to prompt: a
+    GPT-2-style random model predicts nearly the same token whatever it reads, and then a loop that
+    ignores its own output would pass.
+    """
+    config = DecoderConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4,
+                                     tie_embeddings=False), **overrides})
     with torch.random.fork_rng():  # leave the learner's random state alone
         torch.manual_seed(seed)
         model = Decoder(config)
-        for p in model.parameters():
-            torch.nn.init.normal_(p, std=0.3)
+        for name, p in model.named_parameters():
+            if "norm" not in name:
+                torch.nn.init.normal_(p, std=0.5)
     return model.eval()
 
 

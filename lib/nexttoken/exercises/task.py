@@ -1,62 +1,196 @@
-"""One exercise task: test inputs, a reference answer, and explanations of likely mistakes."""
+"""One exercise task: test inputs, a reference answer, and explanations of likely mistakes.
 
+A task is judged in two halves, so that the batch grader can keep them in different processes:
+
+- ``run(fn)`` calls the learner's function on every test input, where the learner's code runs, and
+  keeps only plain data: each output, or the error it raised, or the fact that it changed an input.
+- ``evaluate(outcomes)`` compares those outputs with the reference on fresh copies of the same
+  (seeded) inputs and explains the first failure: a known mistake by name, else what differs.
+  It never raises: anything unexpected becomes the task's error message.
+"""
+
+import inspect
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import resources
 
 import torch
 
 from ..model import Decoder
+
+SMALL = 24  # outputs with at most this many entries are printed in full in feedback
+SMALL_INPUT = 12  # inputs, likewise (longer ones are described by dtype and shape)
 
 
 class Mistake(Exception):
     """A wrong answer, explained in a learner's words."""
 
 
+@dataclass
+class Known:
+    """A likely mistake, recognised by its output: ``wrong`` takes the task's inputs and returns what
+    that mistake returns. When a learner's output equals it, feedback names the mistake."""
+    message: str
+    wrong: Callable
+
+
 def describe(value) -> str:
-    """A short, readable description of a test input."""
+    """A short, readable description of a test input or an output."""
     if isinstance(value, Decoder):
         c = value.config
-        return f"a small random Decoder (vocab {c.vocab_size}, d_model {c.d_model}, {c.n_layers} layers)"
+        return (f"a small random Decoder (vocab {c.vocab_size}, context {c.context_length}, "
+                f"d_model {c.d_model}, {c.n_layers} layers)")
     if isinstance(value, torch.Tensor):
-        if value.numel() <= 12:
-            return f"tensor({value.double().round(decimals=3).tolist() if value.is_floating_point() else value.tolist()})"
+        if value.numel() <= SMALL_INPUT:
+            return show(value)
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-    return repr(value)
+    if isinstance(value, torch.Generator):
+        return "a torch.Generator"
+    if isinstance(value, (list, tuple)) and len(value) <= 6:
+        return "(" + ", ".join(describe(v) for v in value) + ")"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def show(t: torch.Tensor) -> str:
+    """A small tensor in full, floats rounded to 4 decimals, with its dtype when it is not the default."""
+    values = t.double().round(decimals=4).tolist() if t.is_floating_point() else t.tolist()
+    suffix = "" if t.dtype in (torch.float32, torch.int64, torch.bool) else f", dtype={t.dtype}"
+    return f"tensor({values}{suffix})"
 
 
 def plain(value):
     """The learner's output as plain data (tensors, numbers, lists) that can leave their kernel."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().as_subclass(torch.Tensor).clone()
+        return value.detach().as_subclass(torch.Tensor).clone()
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and len(value) <= 16:
         return [plain(v) for v in value]
     return f"<an object of type {type(value).__name__}>"
 
 
 def copy_args(args):
-    """Fresh copies of the inputs, so a function that edits its arguments in place breaks nothing."""
-    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+    """Fresh copies of the tensor inputs and random generators, so that nothing a call does to them
+    (changing a tensor, drawing from a generator) reaches the next call."""
+    def fresh(a):
+        if isinstance(a, torch.Tensor):
+            return a.clone()
+        if isinstance(a, torch.Generator):
+            g = torch.Generator(device=a.device)
+            g.set_state(a.get_state())
+            return g
+        return a
+    return tuple(fresh(a) for a in args)
 
 
-def compare_tensors(expected: torch.Tensor, got, what: str = "your output", atol: float = 1e-4):
-    """Raise a Mistake if ``got`` is not a tensor like ``expected`` (type, shape, dtype kind, values)."""
+def _kind(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "a bool tensor"
+    if dtype.is_floating_point:
+        return f"a float tensor ({dtype})"
+    return f"an integer tensor ({dtype})"
+
+
+def first_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
+    """Where two tensors of the same shape first differ, and the two values there."""
+    e, g = expected.double(), got.double()
+    if expected.is_floating_point():
+        close = torch.isclose(g, e, atol=1e-4, rtol=1e-4, equal_nan=True)
+    else:
+        close = e == g
+    where = (~close).nonzero()
+    if len(where) == 0:
+        return ""
+    index = tuple(int(i) for i in where[0])
+    fmt = (lambda x: f"{x:.4f}") if expected.is_floating_point() else (lambda x: f"{int(x)}")
+    return (f"first difference at index {list(index)}: expected {fmt(e[index].item())}, "
+            f"got {fmt(g[index].item())} ({len(where)} of {expected.numel()} entries differ)")
+
+
+def side_by_side(expected, got) -> str:
+    """Expected and got, in full when small."""
+    def one(v):
+        if isinstance(v, torch.Tensor):
+            return show(v) if v.numel() <= SMALL else f"a {v.dtype} tensor of shape {tuple(v.shape)}"
+        return describe(v)
+    return f"expected: {one(expected)}\n   got:      {one(got)}"
+
+
+def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tuple[str, str] | None:
+    """None if ``got`` is right; else (what is wrong, the evidence: expected vs got or first difference)."""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return (f"{what} should be a tuple of {len(expected)} values, but it is {describe(got)}",
+                    "")
+        for i, (e, g) in enumerate(zip(expected, got)):
+            problem = compare(e, g, f"element {i} of {what}", atol)
+            if problem:
+                return problem
+        return None
+    if isinstance(expected, bool) or not isinstance(expected, (int, float, torch.Tensor)):
+        raise TypeError(f"the reference returned {type(expected).__name__}: no comparison for it")
+    if isinstance(expected, (int, float)):
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            return f"{what} should be a number, but it is {describe(got)}", ""
+        if isinstance(expected, int) and got != expected:
+            return f"{what} is wrong", f"expected: {expected}\n   got:      {got}"
+        if abs(got - expected) > atol + 1e-4 * abs(expected):
+            return f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}"
+        return None
     if not isinstance(got, torch.Tensor):
-        raise Mistake(f"{what} should be a torch.Tensor, but it is {describe(got)}")
+        return f"{what} should be a torch.Tensor, but it is {describe(got)}", ""
+    if got.device.type != "cpu":
+        return f"{what} is on {got.device}, but the inputs are on the CPU: keep it there", ""
     if tuple(got.shape) != tuple(expected.shape):
-        raise Mistake(f"{what} has the wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}")
-    if expected.dtype == torch.bool and got.dtype != torch.bool:
-        raise Mistake(f"{what} should be a bool tensor (True/False), got dtype {got.dtype}")
-    if expected.dtype.is_floating_point:
-        if not got.dtype.is_floating_point:
-            raise Mistake(f"{what} should hold floats, got dtype {got.dtype}")
+        return (f"{what} has the wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}",
+                side_by_side(expected, got) if max(got.numel(), expected.numel()) <= SMALL else "")
+    if got.dtype != expected.dtype:
+        if expected.dtype == torch.int64:
+            why = "token ids are int64 (torch.long): indexing, embeddings and torch.cat expect it"
+        elif expected.dtype == torch.bool:
+            why = "a mask is a bool tensor (True/False), so that ~mask and masked_fill work on it"
+        else:
+            why = "keep the dtype of the inputs (did a Python float, .double() or an int tensor slip in?)"
+        return (f"{what} should be {_kind(expected.dtype)}, but it is {_kind(got.dtype)}: {why}",
+                side_by_side(expected, got) if got.numel() <= SMALL else "")
+    if expected.is_floating_point():
         ok = torch.allclose(got.double(), expected.double(), atol=atol, rtol=1e-4, equal_nan=True)
     else:
-        ok = torch.equal(got.long() if got.dtype != torch.bool else got, expected.long()
-                         if expected.dtype != torch.bool else expected)
-    if not ok:
-        raise Mistake(f"{what} has the right shape but wrong values")
+        ok = torch.equal(got, expected)
+    if ok:
+        return None
+    if torch.isnan(got.double()).any() and not torch.isnan(expected.double()).any():
+        summary = f"{what} holds NaN where the right answer has numbers"
+    else:
+        summary = f"{what} has the right shape and dtype but wrong values"
+    evidence = side_by_side(expected, got) if got.numel() <= SMALL else first_difference(expected, got)
+    return summary, evidence
+
+
+def _matches(wrong_output, got) -> bool:
+    """Loosely equal (values only), for recognising a known mistake."""
+    try:
+        if isinstance(wrong_output, torch.Tensor) and isinstance(got, torch.Tensor):
+            if wrong_output.shape != got.shape:
+                return False
+            return bool(torch.allclose(got.double(), wrong_output.double(), atol=1e-4, rtol=1e-4, equal_nan=True))
+        if isinstance(wrong_output, (tuple, list)) and isinstance(got, (tuple, list)):
+            return len(wrong_output) == len(got) and all(_matches(w, g) for w, g in zip(wrong_output, got))
+        if isinstance(wrong_output, (int, float)) and isinstance(got, (int, float)) and not isinstance(got, bool):
+            return abs(wrong_output - got) <= 1e-6 * max(1.0, abs(wrong_output))
+    except Exception:
+        return False
+    return False
+
+
+def grading() -> bool:
+    """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
+    return os.environ.get("NEXTTOKEN_GRADING") == "1"
 
 
 @dataclass
@@ -64,70 +198,181 @@ class Task:
     name: str  # "q1"
     function: str  # the name the learner's function must have in the notebook
     title: str
-    cases: Callable[[], list[tuple]]  # test inputs, rebuilt identically on every call (seeded)
-    reference: Callable  # the right answer (the library's own implementation)
-    diagnose: Callable = None  # (args, expected, got) -> None, raising Mistake with an explanation
-    hint_text: str = ""
-    solution_text: str = ""
+    cases: Callable[[], list[tuple]]  # test inputs, smallest first, rebuilt identically on every call (seeded)
+    reference: Callable  # the right answer (the library's own implementation where there is one)
+    known: list[Known] = field(default_factory=list)  # mistakes recognised by their output
+    diagnose: Callable | None = None  # (args, expected, got) -> None, or raises Mistake (shape rules etc.)
+    hints: tuple[str, ...] = ()  # nudges, vaguest first; none of them is the code
+    chapter: str = ""
     points: int = 1
-    chapter: str = field(default="", repr=False)
+    atol: float = 1e-4
+    _failing: int | None = field(default=None, repr=False)
+
+    @property
+    def arg_names(self) -> list[str]:
+        try:
+            return list(inspect.signature(self.reference).parameters)
+        except (TypeError, ValueError):
+            return []
 
     def run(self, fn) -> list[tuple[str, object]]:
         """Call ``fn`` on every test input: a list of ("ok", output), ("not_implemented", ""),
-        or ("error", message). Runs where the learner's code runs."""
+        ("changed_input", message) or ("error", message). Runs where the learner's code runs."""
         outcomes = []
+        names = self.arg_names
         for args in self.cases():
+            args = copy_args(args)
+            before = copy_args(args)
+            weights = [[p.detach().clone() for p in a.parameters()] if isinstance(a, Decoder) else None
+                       for a in args]
             try:
-                outcomes.append(("ok", plain(fn(*copy_args(args)))))
+                output = fn(*args)
             except NotImplementedError:
                 outcomes.append(("not_implemented", ""))
                 break
             except Exception as exc:  # the learner's bug, reported back to them
-                outcomes.append(("error", f"{type(exc).__name__}: {exc}"))
+                outcomes.append(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
                 break
+            changed = self._changed_argument(args, before, weights, names)
+            if changed:
+                outcomes.append(("changed_input", changed))
+                break
+            if isinstance(output, torch.Tensor) and output.device.type != "cpu":
+                outcomes.append(("error", f"your function returned a tensor on {output.device}; the inputs "
+                                          "are on the CPU, keep it there"))
+                break
+            outcomes.append(("ok", plain(output)))
         return outcomes
+
+    @staticmethod
+    def _changed_argument(args, before, weights, names) -> str | None:
+        for i, (now, then, w) in enumerate(zip(args, before, weights)):
+            name = names[i] if i < len(names) else f"argument {i + 1}"
+            if isinstance(now, torch.Tensor) and not (now.shape == then.shape and
+                                                      torch.equal(now.nan_to_num(), then.nan_to_num())):
+                return (f"your function changed its input `{name}` in place; the caller's tensor must stay "
+                        "as it was: use the out-of-place operation (masked_fill, not masked_fill_; "
+                        "x = x + y, not x += y) or work on a .clone()")
+            if w is not None and any(not torch.equal(p, q) for p, q in zip(now.parameters(), w)):
+                return f"your function changed the weights of `{name}` (the model): only read them"
+        return None
+
+    def call_text(self, args) -> str:
+        return f"{self.function}({', '.join(describe(a) for a in args)})"
+
+    def _judge(self, args, value) -> str | None:
+        """None if ``value`` is right for ``args``; else the explanation a learner sees."""
+        expected = self.reference(*copy_args(args))
+        problem = compare(expected, value, atol=self.atol)
+        if problem is None:
+            return None
+        summary, evidence = problem
+        message = None
+        if "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
+            message = self._known_mistake(args, value) or self._diagnosis(args, expected, value)
+        lines = [message or summary]
+        lines.append(f"   input:    {self.call_text(args)}")
+        if evidence:
+            lines.append(f"   {evidence}")
+        lines.append(f"   reproduce: args = {self.name}.failing_input(); {self.function}(*args)")
+        return "\n".join(lines)
+
+    def _known_mistake(self, args, value) -> str | None:
+        """The message of the first known mistake whose output equals ``value``."""
+        for known in self.known:
+            try:
+                wrong = known.wrong(*copy_args(args))
+            except Exception:
+                continue
+            if _matches(wrong, value):
+                return known.message
+        return None
+
+    def _diagnosis(self, args, expected, value) -> str | None:
+        """The message of the first shape or value rule of ``diagnose`` that applies."""
+        if self.diagnose is None:
+            return None
+        try:
+            self.diagnose(args, expected, value)
+        except Mistake as mistake:
+            return str(mistake)
+        except Exception:  # a rule that does not apply to this output's type or shape
+            pass
+        return None
+
+    def judge(self, outcomes) -> tuple[str, str, int | None]:
+        """(status, reason, index of the failing test input or None). Never raises."""
+        try:
+            return self._judge_all(outcomes)
+        except Exception as exc:  # a bug of the check itself must not cost other tasks anything
+            return "error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300], None
+
+    def _judge_all(self, outcomes):
+        cases = self.cases()
+        if not isinstance(outcomes, list) or len(outcomes) == 0:
+            return "error", "no results were recorded for this function", None
+        for index, (args, outcome) in enumerate(zip(cases, outcomes)):
+            kind, value = outcome
+            if kind == "missing":
+                return "missing", str(value), None
+            if kind == "not_implemented":
+                return ("not_implemented",
+                        f"{self.function} still raises NotImplementedError: write your code there", None)
+            if kind == "error":
+                return "error", f"{self.call_text(args)} raised {value}", index
+            if kind == "changed_input":
+                return "failed", f"{value}.\n   input:    {self.call_text(args)}", index
+            if kind != "ok":
+                return "error", f"an unknown outcome {kind!r} was recorded", None
+            message = self._judge(args, value)
+            if message is not None:
+                return "failed", message, index
+        if len(outcomes) < len(cases):
+            return "error", "fewer results than test inputs were recorded", None
+        return "passed", f"all {len(cases)} tests passed", None
 
     def evaluate(self, outcomes) -> tuple[str, str]:
         """(status, reason) for outcomes from ``run``, judged against the reference on fresh inputs."""
-        cases = self.cases()
-        if len(outcomes) == 0 or not isinstance(outcomes, list):
-            return "error", "no results were recorded for this function"
-        for args, outcome in zip(cases, outcomes):
-            kind, value = outcome
-            inputs = ", ".join(describe(a) for a in args)
-            if kind == "missing":
-                return "missing", str(value)
-            if kind == "not_implemented":
-                return "not_implemented", f"{self.function} still raises NotImplementedError: write your code there"
-            if kind == "error":
-                return "error", f"{self.function}({inputs}) raised {value}"
-            expected = self.reference(*copy_args(args))
-            try:
-                compare_tensors(expected, value)
-            except Mistake as generic:
-                try:  # name the likely mistake, when the task knows this wrong answer
-                    if self.diagnose is not None:
-                        self.diagnose(args, expected, value)
-                    raise generic
-                except Mistake as mistake:
-                    return "failed", f"{mistake}. Input: {self.function}({inputs})"
-        if len(outcomes) < len(cases):
-            return "error", "fewer results than test inputs were recorded"
-        return "passed", f"all {len(cases)} tests passed"
+        status, reason, _ = self.judge(outcomes)
+        return status, reason
 
     def check(self, fn) -> None:
         """Test your function now and say what looks wrong, if anything."""
+        if grading():
+            return
         if not callable(fn):
             print(f"❌ {self.name}: pass your function itself, e.g. {self.name}.check({self.function})")
             return
-        status, reason = self.evaluate(self.run(fn))
+        status, reason, self._failing = self.judge(self.run(fn))
         if status == "passed":
             print(f"✅ {self.name} ({self.title}): correct, {reason}.")
         else:
             print(f"❌ {self.name} ({self.title}): {reason}")
 
-    def hint(self):
-        print(f"💡 Hint for {self.name}: {self.hint_text}")
+    def failing_input(self):
+        """The arguments of the test your last ``check`` failed on (fresh copies), to call your function."""
+        if self._failing is None:
+            print(f"{self.name}: no failing test input recorded; run {self.name}.check({self.function}) first")
+            return None
+        return copy_args(self.cases()[self._failing])
+
+    def hint(self, level: int = 1):
+        """A nudge; ``hint(2)`` and ``hint(3)`` say more. None of them is the code: see ``solution()``."""
+        if not self.hints:
+            print(f"💡 {self.name}: no hint for this one; {self.name}.solution() shows an answer")
+            return
+        level = max(1, min(int(level), len(self.hints)))
+        more = (f" (more: {self.name}.hint({level + 1}))" if level < len(self.hints)
+                else f" (that is the last hint; {self.name}.solution() shows an answer)")
+        print(f"💡 Hint {level} for {self.name}: {self.hints[level - 1]}{more}")
 
     def solution(self):
-        print(f"Solution for {self.name}:\n{self.solution_text}")
+        """The solution notebook's code for this task (solutions/<chapter>.ipynb)."""
+        print(f"Solution for {self.name} (from solutions/{self.chapter}.ipynb):\n{solution_source(self)}")
+
+
+def solution_source(task: Task) -> str:
+    """The code of the cell that defines ``task.function`` in the solution notebook, as shipped in the
+    package by scripts/make_exercises.py (so that Colab, which has no solutions/ folder, shows it too)."""
+    text = resources.files("nexttoken.exercises").joinpath("solutions.json").read_text()
+    return json.loads(text)[task.chapter][task.function]

@@ -1,0 +1,123 @@
+import torch
+
+from . import bank
+
+MUTANTS, mutant = bank()
+
+
+# q1: log_prob_from_step_probs
+@mutant("q1", expect="underflows")
+def product_then_log(step_probs):
+    return torch.log(step_probs.prod(dim=-1))
+
+
+@mutant("q1", expect="log10")
+def log10(step_probs):
+    return torch.log10(step_probs).sum(dim=-1)
+
+
+@mutant("q1", expect="averaged")
+def mean_of_logs(step_probs):
+    return torch.log(step_probs).mean(dim=-1)
+
+
+@mutant("q1", expect="one value per step")
+def no_sum(step_probs):
+    return torch.log(step_probs)
+
+
+@mutant("q1", expect="summed over the batch")
+def sum_over_batch(step_probs):
+    return torch.log(step_probs).sum(dim=0)
+
+
+@mutant("q1", expect="sign is flipped")
+def negative_log_likelihood(step_probs):
+    return -torch.log(step_probs).sum(dim=-1)
+
+
+@mutant("q1", expect="not log-probabilities")
+def product_only(step_probs):
+    return step_probs.prod(dim=-1)
+
+
+@mutant("q1", expect="float tensor (torch.float64)")
+def in_float64(step_probs):
+    return torch.log(step_probs.double()).sum(dim=-1)
+
+
+@mutant("q1", expect="in place")
+def log_in_place(step_probs):
+    return step_probs.log_().sum(dim=-1)
+
+
+# q2: token_log_probs_from_logits
+@mutant("q2", expect="T values per row")
+def no_shift(logits, input_ids):
+    return torch.log_softmax(logits, -1).gather(-1, input_ids[..., None]).squeeze(-1)
+
+
+@mutant("q2", expect="off by one")
+def logits_shifted_wrong_way(logits, input_ids):
+    return torch.log_softmax(logits[:, 1:], -1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="off by one")
+def targets_not_shifted(logits, input_ids):
+    return torch.log_softmax(logits[:, :-1], -1).gather(-1, input_ids[:, :-1, None]).squeeze(-1)
+
+
+@mutant("q2", expect="probabilities; take their log")
+def probabilities(logits, input_ids):
+    return torch.softmax(logits[:, :-1], -1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="raw logits")
+def raw_logits(logits, input_ids):
+    return logits[:, :-1].gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="wrong dimension")
+def softmax_over_time(logits, input_ids):
+    return torch.log_softmax(logits[:, :-1], dim=1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="wrong shape")
+def kept_trailing_dim(logits, input_ids):
+    return torch.log_softmax(logits[:, :-1], -1).gather(-1, input_ids[:, 1:, None])
+
+
+# q3: perplexity
+@mutant("q3", expect="the sign")
+def exp_of_mean(token_log_probs):
+    return torch.exp(token_log_probs.mean(-1))
+
+
+@mutant("q3", expect="used the sum")
+def exp_of_sum(token_log_probs):
+    return torch.exp(-token_log_probs.sum(-1))
+
+
+@mutant("q3", expect="cross-entropy")
+def cross_entropy(token_log_probs):
+    return -token_log_probs.mean(-1)
+
+
+@mutant("q3", expect="arithmetic")
+def mean_inverse_probability(token_log_probs):
+    return torch.exp(-token_log_probs).mean(-1)
+
+
+@mutant("q3", expect="base 2")
+def base_two(token_log_probs):
+    return 2 ** (-token_log_probs.mean(-1))
+
+
+@mutant("q3", expect="over the batch")
+def mean_over_batch(token_log_probs):
+    return torch.exp(-token_log_probs.mean(0))
+
+
+@mutant("q3", expect=None)
+def mean_over_all(token_log_probs):
+    return torch.exp(-token_log_probs.mean()).expand(token_log_probs.shape[0])

@@ -1,0 +1,179 @@
+import math
+
+import torch
+
+from . import bank
+
+MUTANTS, mutant = bank()
+
+
+# q1: causal_mask
+@mutant("q1", expect="future positions are visible")
+def upper_triangle(T):
+    return torch.ones(T, T, dtype=torch.bool).triu()
+
+
+@mutant("q1", expect="diagonal")
+def diagonal_hidden(T):
+    return torch.ones(T, T, dtype=torch.bool).tril(diagonal=-1)
+
+
+@mutant("q1", expect="bool tensor")
+def float_mask(T):
+    return torch.ones(T, T).tril()
+
+
+@mutant("q1", expect="bool tensor")
+def int_mask(T):
+    return torch.tril(torch.ones(T, T, dtype=torch.long))
+
+
+@mutant("q1", expect="future positions are visible")
+def all_visible(T):
+    return torch.ones(T, T, dtype=torch.bool)
+
+
+@mutant("q1", expect="diagonal")
+def strictly_less(T):
+    i = torch.arange(T)
+    return i[None, :] < i[:, None]
+
+
+@mutant("q1", expect="cannot see itself")
+def future_only(T):
+    return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
+
+
+# q2: mask_scores
+def _mask(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+@mutant("q2", expect="in place")
+def in_place(scores):
+    return scores.masked_fill_(~_mask(scores.shape[-1]), float("-inf"))
+
+
+@mutant("q2", expect="holds 0")
+def zero_fill(scores):
+    return scores.masked_fill(~_mask(scores.shape[-1]), 0.0)
+
+
+@mutant("q2", expect="holds 0")
+def multiply_by_mask(scores):
+    return scores * _mask(scores.shape[-1])
+
+
+@mutant("q2", expect="not the same as -inf")
+def large_negative(scores):
+    return scores.masked_fill(~_mask(scores.shape[-1]), -1e9)
+
+
+@mutant("q2", expect="masked the past")
+def masked_the_past(scores):
+    return scores.masked_fill(_mask(scores.shape[-1]), float("-inf"))
+
+
+@mutant("q2", expect="masked the past or the diagonal")
+def diagonal_masked(scores):
+    T = scores.shape[-1]
+    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(-1), float("-inf"))
+
+
+@mutant("q2", expect=None)
+def mask_from_first_dim(scores):
+    return scores.masked_fill(~_mask(scores.shape[0]), float("-inf"))
+
+
+# q3: attention_weights
+def _masked(scores):
+    return scores.masked_fill(~_mask(scores.shape[-1]), float("-inf"))
+
+
+@mutant("q3", expect="sqrt(d)")
+def unscaled(q, k):
+    return torch.softmax(_masked(q @ k.transpose(-2, -1)), dim=-1)
+
+
+@mutant("q3", expect="divided the scores by d")
+def divided_by_d(q, k):
+    return torch.softmax(_masked(q @ k.transpose(-2, -1) / q.shape[-1]), dim=-1)
+
+
+@mutant("q3", expect="over the queries")
+def softmax_over_queries(q, k):
+    return torch.softmax(_masked(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])), dim=-2)
+
+
+@mutant("q3", expect="masked after the softmax")
+def masked_after_softmax(q, k):
+    weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+    return weights * _mask(q.shape[-2])
+
+
+@mutant("q3", expect="future positions get weight")
+def no_mask(q, k):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+
+
+@mutant("q3", expect="exp(0) = 1")
+def zero_masked(q, k):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(s.masked_fill(~_mask(q.shape[-2]), 0.0), dim=-1)
+
+
+@mutant("q3", expect="bug is in causal_mask")
+def mask_without_diagonal(q, k):  # what a correct q3 returns when q1's causal_mask hides the diagonal
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    T = q.shape[-2]
+    return torch.softmax(s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(-1), float("-inf")), dim=-1)
+
+
+@mutant("q3", expect="multiplying scores by a mask")
+def multiplied_by_inf_mask(q, k):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(s * torch.where(_mask(q.shape[-2]), 1.0, float("-inf")), dim=-1)
+
+
+@mutant("q3", expect="transposed")
+def keys_times_queries(q, k):
+    return torch.softmax(_masked(k @ q.transpose(-2, -1) / math.sqrt(q.shape[-1])), dim=-1)
+
+
+# q4: padded_causal_mask
+@mutant("q4", expect="padding is visible")
+def causal_only(attention_mask):
+    T = attention_mask.shape[-1]
+    return _mask(T).expand(attention_mask.shape[0], T, T)
+
+
+@mutant("q4", expect="future is visible")
+def padding_only(attention_mask):
+    T = attention_mask.shape[-1]
+    return attention_mask.bool()[:, None, :].expand(-1, T, T)
+
+
+@mutant("q4", expect="pad *queries*")
+def hides_query_rows(attention_mask):
+    return _mask(attention_mask.shape[-1]) & attention_mask.bool()[:, :, None]
+
+
+@mutant("q4", expect="hid the real tokens")
+def inverted_padding(attention_mask):
+    return _mask(attention_mask.shape[-1]) & (attention_mask == 0)[:, None, :]
+
+
+@mutant("q4", expect="one (T, T) table")
+def first_row_only(attention_mask):
+    return _mask(attention_mask.shape[-1]) & attention_mask[0].bool()[None, :]
+
+
+@mutant("q4", expect="bool tensor")
+def as_ints(attention_mask):
+    return (_mask(attention_mask.shape[-1]) & attention_mask.bool()[:, None, :]).long()
+
+
+@mutant("q4", expect="diagonal is hidden")
+def no_diagonal(attention_mask):
+    T = attention_mask.shape[-1]
+    return torch.ones(T, T, dtype=torch.bool).tril(-1) & attention_mask.bool()[:, None, :]

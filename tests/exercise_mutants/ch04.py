@@ -1,0 +1,168 @@
+import torch
+
+import nexttoken
+
+from . import bank
+
+MUTANTS, mutant = bank()
+
+
+# q1: last_logits
+@mutant("q1", expect="first position")
+def first_position(logits):
+    return logits[:, 0, :]
+
+
+@mutant("q1", expect="batch dimension is gone")
+def first_row(logits):
+    return logits[0, -1]
+
+
+@mutant("q1", expect="sliced the batch dimension")
+def last_row(logits):
+    return logits[-1]
+
+
+@mutant("q1", expect="not the slice -1:")
+def kept_time_axis(logits):
+    return logits[:, -1:, :]
+
+
+@mutant("q1", expect="sliced the vocabulary")
+def last_vocab_entry(logits):
+    return logits[..., -1]
+
+
+@mutant("q1", expect="second-to-last")
+def second_to_last(logits):
+    return logits[:, -2, :] if logits.shape[1] > 1 else logits[:, -1, :] * 0
+
+
+@mutant("q1", expect="row 0's scores")
+def row_zero_for_all(logits):
+    return logits[0, -1].expand(logits.shape[0], -1)
+
+
+# q2: next_token_probs
+@mutant("q2", expect="these are logits")
+def logits_not_probs(model, input_ids):
+    return model(input_ids)[:, -1, :]
+
+
+@mutant("q2", expect="log-probabilities")
+def log_probs(model, input_ids):
+    return torch.log_softmax(model(input_ids)[:, -1, :], dim=-1)
+
+
+@mutant("q2", expect="over the batch")
+def softmax_over_batch(model, input_ids):
+    return torch.softmax(model(input_ids)[:, -1, :], dim=0)
+
+
+@mutant("q2", expect="over time")
+def softmax_over_time(model, input_ids):
+    return torch.softmax(model(input_ids), dim=1)[:, -1, :]
+
+
+@mutant("q2", expect="first position")
+def first_position_probs(model, input_ids):
+    return torch.softmax(model(input_ids)[:, 0, :], dim=-1)
+
+
+@mutant("q2", expect="last token alone")
+def last_token_only(model, input_ids):
+    return torch.softmax(model(input_ids[:, -1:])[:, -1, :], dim=-1)
+
+
+@mutant("q2", expect="token ids")
+def argmax_instead(model, input_ids):
+    return torch.softmax(model(input_ids)[:, -1, :], dim=-1).argmax(-1)
+
+
+# q3: stable_softmax
+@mutant("q3", expect="overflows")
+def naive(x):
+    e = torch.exp(x)
+    return e / e.sum(-1, keepdim=True)
+
+
+@mutant("q3", expect="subtracted the minimum")
+def minus_min(x):
+    e = torch.exp(x - x.min(dim=-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
+
+
+@mutant("q3", expect="not one maximum of the whole tensor")
+def minus_global_max(x):
+    e = torch.exp(x - x.max())
+    return e / e.sum(-1, keepdim=True)
+
+
+@mutant("q3", expect="wrong dimension")
+def sum_over_first_dim(x):
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(0, keepdim=True)
+
+
+@mutant("q3", expect="log-probabilities")
+def log_softmax(x):
+    return x - x.max(-1, keepdim=True).values - torch.log(torch.exp(x - x.max(-1, keepdim=True).values).sum(-1, keepdim=True))
+
+
+@mutant("q3", expect="scaling")
+def divide_by_max(x):
+    y = x / x.max(dim=-1, keepdim=True).values
+    e = torch.exp(y - y.max(dim=-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)
+
+
+@mutant("q3", expect="in place")
+def subtract_in_place(x):
+    x -= x.max(dim=-1, keepdim=True).values
+    e = torch.exp(x)
+    return e / e.sum(-1, keepdim=True)
+
+
+# q4: last_position_logits
+def _hidden(model, ids, mask=True):
+    T = ids.shape[1]
+    x = model.token_embedding(ids) + model.position_embedding(torch.arange(T))
+    m = nexttoken.causal_mask(T) if mask else torch.ones(T, T, dtype=torch.bool)
+    for block in model.blocks:
+        x, _ = block(x, m)
+    return x
+
+
+@mutant("q4", expect="last position only")
+def head_on_every_position(model, input_ids):
+    return model(input_ids)[:, -1, :]
+
+
+@mutant("q4", expect="last position only")
+def head_then_slice(model, input_ids):
+    return model.lm_head(model.final_norm(_hidden(model, input_ids)))[:, -1, :]
+
+
+@mutant("q4", expect="first position")
+def first_position_head(model, input_ids):
+    return model.lm_head(model.final_norm(_hidden(model, input_ids)[:, 0, :]))
+
+
+@mutant("q4", expect="skipped the final norm")
+def no_final_norm(model, input_ids):
+    return model.lm_head(_hidden(model, input_ids)[:, -1, :])
+
+
+@mutant("q4", expect="future positions are visible")
+def no_mask(model, input_ids):
+    return model.lm_head(model.final_norm(_hidden(model, input_ids, mask=False)[:, -1, :]))
+
+
+@mutant("q4", expect="not -1:")
+def kept_time_axis(model, input_ids):
+    return model.lm_head(model.final_norm(_hidden(model, input_ids)[:, -1:, :]))
+
+
+@mutant("q4", expect=None)
+def last_token_alone(model, input_ids):
+    return model.lm_head(model.final_norm(_hidden(model, input_ids[:, -1:])[:, -1, :]))

@@ -1,0 +1,202 @@
+import torch
+
+from . import bank
+
+MUTANTS, mutant = bank()
+
+
+def _greedy(model, ids):
+    return torch.softmax(model(ids)[:, -1, :], dim=-1).argmax(dim=-1)
+
+
+# q1: generation_step
+@mutant("q1", expect="only the new tokens")
+def new_token_only(model, input_ids):
+    return _greedy(model, input_ids)
+
+
+@mutant("q1", expect="did not grow")
+def not_appended(model, input_ids):
+    return input_ids
+
+
+@mutant("q1", expect="one token for the whole batch")
+def row_zero_prediction(model, input_ids):
+    next_token = model(input_ids)[0, -1].argmax()
+    return torch.cat([input_ids, next_token.expand(input_ids.shape[0])[:, None]], dim=1)
+
+
+@mutant("q1", expect="first position")
+def first_position(model, input_ids):
+    return torch.cat([input_ids, model(input_ids)[:, 0].argmax(-1)[:, None]], dim=1)
+
+
+@mutant("q1", expect="one token for the whole batch")
+def flattened_argmax(model, input_ids):
+    next_token = model(input_ids)[:, -1].argmax()
+    return torch.cat([input_ids, next_token.repeat(input_ids.shape[0])[:, None]], dim=1)
+
+
+@mutant("q1", expect="only the last token")
+def last_token_only(model, input_ids):
+    return torch.cat([input_ids, _greedy(model, input_ids[:, -1:])[:, None]], dim=1)
+
+
+@mutant("q1", expect="int64")
+def float_ids(model, input_ids):
+    return torch.cat([input_ids.float(), _greedy(model, input_ids).float()[:, None]], dim=1)
+
+
+@mutant("q1", expect="argmin")
+def argmin(model, input_ids):
+    return torch.cat([input_ids, model(input_ids)[:, -1].argmin(-1)[:, None]], dim=1)
+
+
+@mutant("q1", expect=None)
+def sampled(model, input_ids):
+    probs = torch.softmax(model(input_ids)[:, -1], -1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(0))], dim=1)
+
+
+# q2: generate_greedy
+@mutant("q2", expect="every new token is the same")
+def refeeds_the_prompt(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _greedy(model, input_ids)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q2", expect="every new token is the same")
+def computes_once(model, input_ids, max_new_tokens):
+    next_token = _greedy(model, input_ids)
+    return torch.cat([input_ids] + [next_token[:, None]] * max_new_tokens, dim=1)
+
+
+@mutant("q2", expect="only the newest token")
+def feeds_last_token(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _greedy(model, ids[:, -1:])[:, None]], dim=1)
+    return ids
+
+
+@mutant("q2", expect="row 0's tokens")
+def row_zero_logits(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        next_token = model(ids)[0, -1].argmax().expand(ids.shape[0])
+        ids = torch.cat([ids, next_token[:, None]], dim=1)
+    return ids
+
+
+@mutant("q2", expect="expected 5 new tokens")
+def one_step_too_many(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens + 1 if max_new_tokens else 0):
+        ids = torch.cat([ids, _greedy(model, ids)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q2", expect="every new token is the same")
+def first_position_each_step(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, model(ids)[:, 0].argmax(-1)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q2", expect="new tokens")
+def returns_only_new_tokens(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _greedy(model, ids)[:, None]], dim=1)
+    return ids[:, input_ids.shape[1]:]
+
+
+# q3: generate_from_bigram
+@mutant("q3", expect="read the column")
+def column_instead_of_row(probs, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, probs[:, ids[:, -1]].argmax(dim=0)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q3", expect="not on a fixed one")
+def first_token_context(probs, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, probs[ids[:, 0]].argmax(-1)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q3", expect="every new token is the same")
+def repeats(probs, input_ids, max_new_tokens):
+    nxt = probs[input_ids[:, -1]].argmax(-1)
+    return torch.cat([input_ids] + [nxt[:, None]] * max_new_tokens, dim=1)
+
+
+@mutant("q3", expect="new tokens after the prompt")
+def one_short(probs, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens - 1):
+        ids = torch.cat([ids, probs[ids[:, -1]].argmax(-1)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q3", expect=None)
+def argmin(probs, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, probs[ids[:, -1]].argmin(-1)[:, None]], dim=1)
+    return ids
+
+
+@mutant("q3", expect="int64")
+def float_ids(probs, input_ids, max_new_tokens):
+    ids = input_ids.float()
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, probs[ids[:, -1].long()].argmax(-1).float()[:, None]], dim=1)
+    return ids
+
+
+# q4: sample_step
+@mutant("q4", expect="took the argmax")
+def greedy_instead(model, input_ids, generator):
+    return torch.cat([input_ids, model(input_ids)[:, -1].argmax(-1)[:, None]], dim=1)
+
+
+@mutant("q4", expect="generator=generator")
+def global_random_state(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, -1], -1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1)], dim=1)
+
+
+@mutant("q4", expect="first position")
+def first_position(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, 0], -1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+
+
+@mutant("q4", expect=None)
+def sample_from_logits(model, input_ids, generator):  # negative "probabilities": multinomial refuses
+    return torch.cat([input_ids, torch.multinomial(model(input_ids)[:, -1], 1, generator=generator)], dim=1)
+
+
+@mutant("q4", expect="generator=generator")
+def new_generator_each_call(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, -1], -1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(0))], dim=1)
+
+
+@mutant("q4", expect="wrong shape")
+def unsqueezed_twice(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, -1], -1)
+    return torch.cat([input_ids[:, :, None], torch.multinomial(probs, 1, generator=generator)[:, :, None]], dim=1)
+
+
+@mutant("q4", expect="generator=generator")
+def softmax_without_last_slice_temperature(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, -1] / 2.0, -1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1, generator=generator)], dim=1)

@@ -1,0 +1,227 @@
+import torch
+
+import nexttoken
+
+from . import bank
+
+MUTANTS, mutant = bank()
+
+
+# q1: update_finished
+@mutant("q1", expect="unfinished again")
+def overwrite(finished, next_tokens, eos_token_id):
+    return next_tokens == eos_token_id
+
+
+@mutant("q1", expect="'and'")
+def and_instead_of_or(finished, next_tokens, eos_token_id):
+    return finished & (next_tokens == eos_token_id)
+
+
+@mutant("q1", expect="'xor'")
+def xor(finished, next_tokens, eos_token_id):
+    return finished ^ (next_tokens == eos_token_id)
+
+
+@mutant("q1", expect="inverted")
+def still_running(finished, next_tokens, eos_token_id):
+    return ~(finished | (next_tokens == eos_token_id))
+
+
+@mutant("q1", expect="in place")
+def in_place_or(finished, next_tokens, eos_token_id):
+    finished |= next_tokens == eos_token_id
+    return finished
+
+
+@mutant("q1", expect="bool tensor")
+def as_ints(finished, next_tokens, eos_token_id):
+    return (finished | (next_tokens == eos_token_id)).long()
+
+
+@mutant("q1", expect="should be a torch.Tensor")
+def python_list(finished, next_tokens, eos_token_id):
+    return [bool(f) or int(t) == eos_token_id for f, t in zip(finished, next_tokens)]
+
+
+# q2: pad_finished
+@mutant("q2", expect="swapped")
+def swapped(next_tokens, finished, pad_token_id):
+    return torch.where(finished, next_tokens, pad_token_id)
+
+
+@mutant("q2", expect="every row got the pad id")
+def all_padding(next_tokens, finished, pad_token_id):
+    return torch.full_like(next_tokens, pad_token_id)
+
+
+@mutant("q2", expect="only works when the pad id is 0")
+def multiply(next_tokens, finished, pad_token_id):
+    return next_tokens * ~finished
+
+
+@mutant("q2", expect="in place")
+def in_place(next_tokens, finished, pad_token_id):
+    next_tokens[finished] = pad_token_id
+    return next_tokens
+
+
+@mutant("q2", expect="int64")
+def float_result(next_tokens, finished, pad_token_id):
+    return torch.where(finished, float(pad_token_id), next_tokens.float())
+
+
+@mutant("q2", expect=None)
+def unchanged(next_tokens, finished, pad_token_id):
+    return next_tokens.clone()
+
+
+# q3: generate_with_eos
+def _greedy(model, ids):
+    return model(ids)[:, -1, :].argmax(dim=-1)
+
+
+def _loop(model, ids, n, eos, pad, stop="all", pad_rule="before", keep_going=False, extra=0):
+    finished = torch.zeros(ids.shape[0], dtype=torch.bool)
+    for _ in range(n + extra):
+        t = _greedy(model, ids)
+        if pad_rule == "before":
+            t = torch.where(finished, pad, t)
+        elif pad_rule == "after":
+            t = torch.where(finished | (t == eos), pad, t)
+        ids = torch.cat([ids, t[:, None]], dim=1)
+        finished = finished | (t == eos) if pad_rule != "after" else finished | (_greedy(model, ids[:, :-1]) == eos)
+        if keep_going:
+            continue
+        if (stop == "all" and finished.all()) or (stop == "any" and finished.any()):
+            break
+    return ids
+
+
+@mutant("q3", expect="more than max_new_tokens")
+def one_step_too_many(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, extra=1)
+
+
+@mutant("q3", expect="went on after every row had finished")
+def never_stops_early(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, keep_going=True)
+
+
+@mutant("q3", expect="stopped too early")
+def stops_when_any_row_finishes(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, stop="any")
+
+
+@mutant("q3", expect="EOS token was replaced")
+def pads_the_eos_itself(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, pad_rule="after")
+
+
+@mutant("q3", expect="was not padded after its EOS")
+def no_padding(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, pad_rule="none")
+
+
+@mutant("q3", expect="was not padded after its EOS")
+def pads_with_eos(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, eos_token_id)
+
+
+@mutant("q3", expect=None)
+def row_zero_logits(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids, finished = input_ids, torch.zeros(input_ids.shape[0], dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        t = model(ids)[0, -1].argmax().expand(ids.shape[0])
+        t = torch.where(finished, pad_token_id, t)
+        ids = torch.cat([ids, t[:, None]], dim=1)
+        finished = finished | (t == eos_token_id)
+        if finished.all():
+            break
+    return ids
+
+
+# q4: to_left_padding
+@mutant("q4", expect="reversed the rows")
+def flipped(input_ids, attention_mask):
+    return input_ids.flip(1), attention_mask.flip(1)
+
+
+@mutant("q4", expect="tokens did not move")
+def mask_only(input_ids, attention_mask):
+    order = torch.argsort(attention_mask, dim=1, stable=True)
+    return input_ids, attention_mask.gather(1, order)
+
+
+@mutant("q4", expect="mask did not move")
+def ids_only(input_ids, attention_mask):
+    order = torch.argsort(attention_mask, dim=1, stable=True)
+    return input_ids.gather(1, order), attention_mask
+
+
+@mutant("q4", expect="same amount")
+def same_shift_for_all(input_ids, attention_mask):
+    k = int((attention_mask == 0).sum(1).max())
+    return input_ids.roll(k, 1), attention_mask.roll(k, 1)
+
+
+@mutant("q4", expect="two tensors")
+def ids_alone(input_ids, attention_mask):
+    return input_ids.gather(1, torch.argsort(attention_mask, dim=1, stable=True))
+
+
+@mutant("q4", expect=None)
+def rolls_every_row_by_its_pads(input_ids, attention_mask):  # breaks rows that were already left-padded
+    rows = [(i.roll(int((m == 0).sum())), m.roll(int((m == 0).sum()))) for i, m in zip(input_ids, attention_mask)]
+    return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
+
+
+@mutant("q4", expect=None)
+def descending_sort(input_ids, attention_mask):
+    order = torch.argsort(attention_mask, dim=1, descending=True, stable=True)
+    return input_ids.gather(1, order), attention_mask.gather(1, order)
+
+
+# q5: generate_cropped
+def _cropped(model, ids, n, window):
+    for _ in range(n):
+        ids = torch.cat([ids, _greedy(model, window(ids))[:, None]], dim=1)
+    return ids
+
+
+@mutant("q5", expect="crop it")
+def no_cropping(model, input_ids, max_new_tokens):
+    return _cropped(model, input_ids, max_new_tokens, lambda x: x)
+
+
+@mutant("q5", expect="*first* context_length")
+def keeps_the_start(model, input_ids, max_new_tokens):
+    L = model.config.context_length
+    return _cropped(model, input_ids, max_new_tokens, lambda x: x[:, :L])
+
+
+@mutant("q5", expect="not L - 1")
+def window_one_short(model, input_ids, max_new_tokens):
+    L = model.config.context_length
+    return _cropped(model, input_ids, max_new_tokens, lambda x: x[:, -(L - 1):])
+
+
+@mutant("q5", expect="only the cropped window")
+def returns_the_window(model, input_ids, max_new_tokens):
+    L = model.config.context_length
+    return _cropped(model, input_ids, max_new_tokens, lambda x: x[:, -L:])[:, -L:]
+
+
+@mutant("q5", expect=None)
+def crops_the_sequence_itself(model, input_ids, max_new_tokens):  # loses the prompt from the output
+    L = model.config.context_length
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _greedy(model, ids[:, -L:])[:, None]], dim=1)[:, -L:]
+    return ids
+
+
+@mutant("q5", expect=None)
+def window_of_half(model, input_ids, max_new_tokens):
+    L = model.config.context_length // 2
+    return _cropped(model, input_ids, max_new_tokens, lambda x: x[:, -L:])

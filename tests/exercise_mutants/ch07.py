@@ -1,0 +1,181 @@
+import math
+
+import torch
+
+from . import bank
+
+MUTANTS, mutant = bank()
+
+
+# q1: append_to_cache
+@mutant("q1", expect="went in front")
+def new_in_front(cache, new):
+    return new if cache is None else torch.cat([new, cache], dim=2)
+
+
+@mutant("q1", expect=None)
+def last_dim(cache, new):
+    return new if cache is None else torch.cat([cache, new], dim=-1)
+
+
+@mutant("q1", expect="only the new keys")
+def forgets_the_cache(cache, new):
+    return new
+
+
+@mutant("q1", expect="returned the old cache")
+def ignores_new(cache, new):
+    return new if cache is None else cache
+
+
+@mutant("q1", expect=None)
+def batch_dim(cache, new):
+    return new if cache is None else torch.cat([cache, new], dim=0)
+
+
+@mutant("q1", expect=None)
+def crashes_on_none(cache, new):
+    return torch.cat([cache, new], dim=2)
+
+
+# q2: attend_to_cache
+def _scores(q, k):
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
+@mutant("q2", expect="hides all but the first key")
+def causal_mask_first_row(q, k, v):
+    T = k.shape[2]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()[:1]
+    return torch.softmax(_scores(q, k).masked_fill(~mask, float("-inf")), -1) @ v
+
+
+@mutant("q2", expect="sqrt(head_dim)")
+def unscaled(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+
+
+@mutant("q2", expect="divided the scores by head_dim")
+def divided_by_d(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v
+
+
+@mutant("q2", expect="single query")
+def softmax_over_query(q, k, v):
+    return torch.softmax(_scores(q, k), -2) @ v
+
+
+@mutant("q2", expect="attention weights")
+def weights_only(q, k, v):
+    return torch.softmax(_scores(q, k), -1)
+
+
+@mutant("q2", expect=None)
+def values_not_weighted(q, k, v):
+    return v.mean(dim=2, keepdim=True)
+
+
+@mutant("q2", expect=None)
+def keys_as_values(q, k, v):
+    return torch.softmax(_scores(q, k), -1) @ k
+
+
+# q3: generate_cached
+def _next(logits):
+    return logits[:, -1, :].argmax(dim=-1, keepdim=True)
+
+
+@mutant("q3", expect="fresh cache")
+def fresh_cache_each_step(model, input_ids, max_new_tokens):
+    ids, new = input_ids, input_ids
+    for _ in range(max_new_tokens):
+        new = _next(model(new, cache=model.new_cache()))
+        ids = torch.cat([ids, new], dim=1)
+    return ids
+
+
+@mutant("q3", expect=None)
+def whole_sequence_with_cache(model, input_ids, max_new_tokens):  # counts old tokens twice
+    cache, ids = model.new_cache(), input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _next(model(ids, cache=cache))], dim=1)
+    return ids
+
+
+@mutant("q3", expect="same* cache object")
+def last_token_without_cache(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _next(model(ids[:, -1:]))], dim=1)
+    return ids
+
+
+@mutant("q3", expect="same* cache object")
+def prompt_only_each_step(model, input_ids, max_new_tokens):
+    cache, ids = model.new_cache(), input_ids
+    first = _next(model(input_ids, cache=cache))
+    ids = torch.cat([ids, first], dim=1) if max_new_tokens else ids
+    for _ in range(max_new_tokens - 1):
+        ids = torch.cat([ids, _next(model(ids[:, :1], cache=cache))], dim=1)
+    return ids
+
+
+@mutant("q3", expect="wrong shape")
+def one_token_short(model, input_ids, max_new_tokens):
+    cache, ids, new = model.new_cache(), input_ids, input_ids
+    for _ in range(max_new_tokens - 1):
+        new = _next(model(new, cache=cache))
+        ids = torch.cat([ids, new], dim=1)
+    return ids
+
+
+@mutant("q3", expect="int64")
+def float_tokens(model, input_ids, max_new_tokens):
+    cache, ids, new = model.new_cache(), input_ids.float(), input_ids
+    for _ in range(max_new_tokens):
+        new = _next(model(new, cache=cache))
+        ids = torch.cat([ids, new.float()], dim=1)
+    return ids
+
+
+# q4: positions_processed
+@mutant("q4", expect="also fed its last token")
+def cached_feeds_last_token(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return (P + n if n else 0) if use_cache else sum(P + i for i in range(n))
+
+
+@mutant("q4", expect="re-reads everything")
+def uncached_reads_prompt_only(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return (P + n - 1 if n else 0) if use_cache else n * P
+
+
+@mutant("q4", expect="prompt is still read once")
+def cached_one_per_step(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return n if use_cache else sum(P + i for i in range(n))
+
+
+@mutant("q4", expect="never fed back")
+def uncached_off_by_one(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return (P + n - 1 if n else 0) if use_cache else sum(P + i for i in range(1, n + 1))
+
+
+@mutant("q4", expect=None)
+def cached_forgets_zero_steps(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return P + n - 1 if use_cache else sum(P + i for i in range(n))
+
+
+@mutant("q4", expect="should be a number")
+def returns_a_list(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return [P + i for i in range(n)]
+
+
+@mutant("q4", expect=None)
+def quadratic_everywhere(prompt_length, max_new_tokens, use_cache):
+    P, n = prompt_length, max_new_tokens
+    return sum(P + i for i in range(n)) // (2 if use_cache else 1)

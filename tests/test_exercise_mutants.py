@@ -1,0 +1,47 @@
+"""Mutation testing of the exercise checks: every wrong answer in tests/exercise_mutants/ must fail its
+task's check, and a mistake the check claims to recognise must get its specific message."""
+
+import importlib
+
+import pytest
+
+from nexttoken.exercises import CHAPTERS, chapter
+
+
+
+def bank(ch):
+    return importlib.import_module(f"tests.exercise_mutants.{ch}").MUTANTS
+MIN_MUTANTS_PER_TASK = 6
+
+
+def feedback(task, fn) -> tuple[str, str]:
+    return task.evaluate(task.run(fn))
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_every_mutant_is_rejected_with_its_message(ch, terminal_summary):
+    module = chapter(ch)
+    survivors, wrong_message = [], []
+    for m in bank(ch):
+        status, reason = feedback(getattr(module, m.task), m.fn)
+        if status == "passed":
+            survivors.append(f"{m.task}.{m.name}")
+        elif m.expect is not None and m.expect not in reason:
+            wrong_message.append(f"{m.task}.{m.name}: expected {m.expect!r} in:\n{reason}")
+        elif m.expect is None and status == "failed":
+            # an unnamed mistake still gets the evidence: expected vs got, or the first difference
+            assert "expected" in reason or "first difference" in reason, (m.name, reason)
+    total = len(bank(ch))
+    terminal_summary.append(f"exercise mutants {ch}: {total - len(survivors)}/{total} rejected, "
+                            f"{total - len(survivors) - len(wrong_message)} with the expected message")
+    assert not survivors, f"wrong answers that pass the check: {survivors}"
+    assert not wrong_message, "\n\n".join(wrong_message)
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_every_task_has_a_bank_of_wrong_answers(ch):
+    counts = {name: 0 for name in chapter(ch).TASKS}
+    for m in bank(ch):
+        counts[m.task] += 1
+    assert all(n >= MIN_MUTANTS_PER_TASK for n in counts.values()), counts
+    assert len(chapter(ch).TASKS) >= 3
