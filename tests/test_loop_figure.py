@@ -1,0 +1,16 @@
+"""The picture of the loop (intro and chapter 5) shows what the shipped model computes now."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_loop_figure_is_up_to_date():
+    spec = importlib.util.spec_from_file_location("draw_loop", ROOT / "scripts" / "draw_loop.py")
+    draw_loop = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw_loop)
+    facts = draw_loop.facts()
+    assert facts["ids"] == [20185, 32479, 674]  # "AI enhances our", the ids the lesson quotes
+    assert draw_loop.up_to_date(facts, draw_loop.FIGURE.read_text()), "run scripts/draw_loop.py"
+    assert not draw_loop.up_to_date({**facts, "chosen": facts["chosen"] + 1}, draw_loop.FIGURE.read_text())
