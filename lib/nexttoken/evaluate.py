@@ -13,6 +13,7 @@ import time
 
 import torch
 
+from . import fast
 from .data import bigram_baseline_loss, load_corpus
 from .generate import generate, sample, temperature
 from .pretrained import load_pretrained
@@ -60,6 +61,9 @@ def main(argv=None):
     start = time.time()
     model = load_pretrained()
     load_s = time.time() - start
+    # The same weights stored in the order a one-row matmul reads fastest on CPU (values unchanged; see
+    # nexttoken.fast): the 50 samples below are one-token steps, about 3x faster this way.
+    fast.lay_out_for_cpu(model)
     train, valid = load_corpus(args.corpus)
     val = validation_loss(model, valid)
     baseline, lam = bigram_baseline_loss(train, valid)
