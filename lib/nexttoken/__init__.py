@@ -18,6 +18,7 @@ __all__ = [
     "DecoderConfig",
     "KVCache",
     "causal_mask",
+    "fast",
     "from_hf_gpt2",
     "generate",
     "gpt2_tokenizer",
