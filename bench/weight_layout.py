@@ -8,7 +8,7 @@ reading the weights from memory. This script times exactly that and nothing else
 matrix in a GPT-2-small-shaped Decoder (qkv, attention output, MLP up, MLP down, LM head), a one-row
 matmul with all of that kind's matrices back to back, once with each weight stored (out, in) as
 nn.Linear keeps it and once stored (in, out) as GPT-2's Conv1D keeps it. It reports the bytes read per
-second, which layout wins (the rule in nexttoken.model.lay_out_for_generation), and how many tokens per
+second, which layout wins, the layout nexttoken.fast.lay_out_for_cpu picks, and how many tokens per
 second the matmuls of a whole step alone would allow, as a fraction of the bandwidth bound of
 bench/generate_speed.py (same copy-bandwidth convention): the ceiling for any loop built on these
 kernels. Rounds are interleaved and each figure is a median.
@@ -57,6 +57,9 @@ def main():
     config = nexttoken.DecoderConfig(d_model=64, n_layers=2, n_heads=4) if args.tiny else nexttoken.DecoderConfig()
     model = nexttoken.Decoder(config)
     kinds = matrices_by_kind(model)
+    # The layout lay_out_for_cpu gives each kind, read off the model it was applied to.
+    picked = {kind: "(in, out)" if ws[0].t().is_contiguous() else "(out, in)"
+              for kind, ws in matrices_by_kind(nexttoken.fast.lay_out_for_cpu(model)).items()}
     del model  # only the copies below are timed
 
     jobs = {(kind, layout): one_row_matmuls(ws, layout)
@@ -76,13 +79,13 @@ def main():
     bandwidth = 2 * COPY_BYTES / seconds.pop("copy")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; one-row float32 matmuls, "
           f"median of {args.rounds} interleaved rounds")
-    print(f"{'matrices':28s} {'MB':>6s} {'(out, in)':>10s} {'(in, out)':>10s}  faster  rule picks")
+    print(f"{'matrices':28s} {'MB':>6s} {'(out, in)':>10s} {'(in, out)':>10s}  faster  lay_out_for_cpu picks")
     best_step = rule_step = 0.0
     for kind, ws in kinds.items():
         n_bytes = sum(w.numel() * w.element_size() for w in ws)
         out_in, in_out = seconds[(kind, "(out, in)")], seconds[(kind, "(in, out)")]
         out_features, in_features = ws[0].shape
-        rule = "(in, out)" if out_features >= in_features else "(out, in)"
+        rule = picked[kind]
         best_step += min(out_in, in_out)
         rule_step += seconds[(kind, rule)]
         faster = "(in, out)" if in_out < out_in else "(out, in)"
@@ -92,7 +95,7 @@ def main():
     bound = bandwidth / n_bytes
     print(f"copy bandwidth {bandwidth / 1e9:.1f} GB/s (read + write); these weights: {n_bytes / 1e6:.0f} MB "
           f"-> bound {bound:.1f} tokens/s")
-    for label, step in (("the rule's layouts", rule_step), ("the faster layout of each", best_step)):
+    for label, step in (("lay_out_for_cpu's layouts", rule_step), ("the faster layout of each", best_step)):
         print(f"matmuls alone, {label}: {1 / step:.1f} tokens/s = {1 / step / bound:.0%} of the bound")
 
 

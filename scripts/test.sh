@@ -1,16 +1,34 @@
 #!/usr/bin/env bash
-# The whole test suite: the library's tests (among them the website opened in headless Chromium, and
-# a chapter run from the installed package in a fresh environment), then every notebook executed and
-# compared with its stored outputs (nbval, strict), then the notebooks again on the CPU's baseline
-# kernels (ATEN_CPU_CAPABILITY=default), as a machine without AVX2/AVX-512 would run them.
+# The test suite.
+#
+#   bash scripts/test.sh          everything (CI runs this): the library's tests (among them the website
+#                                 opened in headless Chromium, and a chapter run from the installed package
+#                                 in a fresh environment), then every notebook executed and compared with
+#                                 its stored outputs (nbval, strict), then the chapters again on the CPU's
+#                                 baseline kernels (ATEN_CPU_CAPABILITY=default), as a machine without
+#                                 AVX2/AVX-512 would run them.
+#   bash scripts/test.sh --fast   the library's tests that take seconds (pytest -m "not slow"): no
+#                                 website, no fresh environment, no nbval. Under two minutes.
+#
+# Other arguments go to pytest (for the library's tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/test_website.py
-export PYTHONHASHSEED=0 TQDM_DISABLE=1
-.venv/bin/python -m pytest tests "$@"
-notebooks=$(find chapters exercises solutions model_card.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
-if [ -n "$notebooks" ]; then
-  .venv/bin/python -m pytest --nbval $notebooks
-  ATEN_CPU_CAPABILITY=default .venv/bin/python -m pytest --nbval $notebooks
+fast=false
+if [ "${1:-}" = "--fast" ]; then
+  fast=true
+  shift
 fi
+bash scripts/setup.sh
+export PYTHONHASHSEED=0 TQDM_DISABLE=1
+if $fast; then
+  exec .venv/bin/python -m pytest tests -m "not slow" "$@"
+fi
+bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/test_website.py
+.venv/bin/python -m pytest tests "$@"
+notebooks=$(find chapters exercises solutions appendix model_card.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
+.venv/bin/python -m pytest --nbval $notebooks
+# The second pass re-runs only the notebooks whose stored outputs print numbers computed by the model
+# (chapters, appendix, model card). The exercise and solution notebooks store only the lines of their
+# checks (pass/fail, compared with tolerances), which the CPU's kernels do not change.
+kernel_dependent=$(find chapters appendix model_card.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
+ATEN_CPU_CAPABILITY=default .venv/bin/python -m pytest --nbval $kernel_dependent

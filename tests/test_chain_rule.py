@@ -1,7 +1,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import random_hf_gpt2
+from helpers import random_hf_gpt2
 
 import nexttoken
 

@@ -24,12 +24,10 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
+from helpers import ROOT, toc_notebooks
 
-ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "04_logit_slicing.ipynb"
 KERNEL = "colab-like"
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
 
 def pinned() -> dict[str, str]:
@@ -48,35 +46,8 @@ def run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-def toc_notebooks() -> list[Path]:
-    """The notebooks (.ipynb) among the pages of _toc.yml, in order."""
-    files = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for key in ("root", "file"):
-                if key in node:
-                    files.append(node[key])
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key, []):
-                    walk(child)
-
-    walk(yaml.safe_load((ROOT / "_toc.yml").read_text()))
-    paths = [ROOT / f"{f.removesuffix('.ipynb')}.ipynb" for f in files]
-    return [p for p in paths if p.exists()]
-
-
-def test_every_notebook_installs_the_package_on_colab_first():
-    """The first code cell of every notebook of the book installs the course package on Colab only."""
-    repository = CONFIG["repository"]["url"].rstrip("/")
-    notebooks = toc_notebooks()
-    assert CHAPTER in notebooks
-    for path in notebooks:
-        nb = nbformat.read(path, as_version=4)
-        first = next(c for c in nb.cells if c.cell_type == "code").source
-        where = path.relative_to(ROOT)
-        assert 'if "google.colab" in sys.modules:' in first, f"{where}: first code cell is not the Colab guard"
-        assert f"nexttoken @ git+{repository}" in first, f"{where}: first code cell does not install {repository}"
+def test_the_chapter_run_here_is_a_page_of_the_book():
+    assert CHAPTER in toc_notebooks()
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +64,7 @@ def wheel(tmp_path_factory) -> Path:
     return built
 
 
+@pytest.mark.slow
 def test_wheel_holds_the_whole_package(wheel):
     """Every file of lib/nexttoken (code, tokenizer, default model) is in the wheel."""
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -120,6 +92,7 @@ def env_dir(tmp_path):
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_chapter_runs_from_the_installed_package_alone(wheel, env_dir, tmp_path):
     # a fresh environment: the wheel, and what a chapter imports, at the pinned versions
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import nbformat
 
+from helpers import CHAPTERS as CHAPTER_NOTEBOOKS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -38,7 +40,7 @@ def test_stub_replaces_exactly_the_solution_block():
 
 def test_stored_checks_pass_on_solutions_and_fail_on_stubs():
     solutions = sorted((ROOT / "solutions").glob("*.ipynb"))
-    assert len(solutions) == 7
+    assert len(solutions) == len(CHAPTER_NOTEBOOKS)
     for solution in solutions:
         passed = check_outputs(solution)
         failed = check_outputs(ROOT / "exercises" / solution.name)

@@ -3,7 +3,7 @@ import random
 
 import pytest
 import torch
-from conftest import random_hf_gpt2
+from helpers import left_padded_batch, random_hf_gpt2
 
 import nexttoken
 from nexttoken import generate
@@ -14,15 +14,6 @@ def hf_generate(hf, ids, mask, max_new_tokens, eos, pad):
         ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
         eos_token_id=eos, pad_token_id=pad,
     )
-
-
-def left_padded_batch(rng: random.Random, batch_size: int, vocab: int, pad: int):
-    """Prompts of 1 to 8 tokens, left-padded with ``pad`` to a common length, and their mask."""
-    rows = [[rng.randrange(vocab) for _ in range(rng.randint(1, 8))] for _ in range(batch_size)]
-    width = max(map(len, rows))
-    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
-    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
-    return ids, mask
 
 
 CASES = list(itertools.product(range(4), [1, 2, 3, 4], ["int", "list", "none"], [True, False]))
@@ -37,8 +28,9 @@ def test_matches_transformers_greedy_generate(seed, batch_size, eos_kind, give_p
     pad = 60 if give_pad else None
     ids, mask = left_padded_batch(rng, batch_size, 61, pad=60)
     n_new = 12
-    # EOS ids that greedy decoding actually produces, so that rows really stop at different steps.
-    free_run = hf_generate(hf, ids, mask, n_new, None, 60)[:, ids.shape[1]:]
+    # EOS ids that greedy decoding actually produces, so that rows really stop at different steps. Our
+    # loop picks them (a transformers call costs ~10x more); the comparison below is with transformers.
+    free_run = generate(model, ids, n_new, attention_mask=mask)[:, ids.shape[1]:]
     produced = free_run.flatten().tolist()
     eos = {"int": produced[rng.randrange(len(produced))],
            "list": [produced[rng.randrange(len(produced))], produced[rng.randrange(len(produced))]],
@@ -191,6 +183,10 @@ def test_greedy_picks_the_first_of_equal_maxima():
         (dict(pad_token_id=1.5), TypeError, "pad_token_id"),
         (dict(pad_token_id=-1, eos_token_id=3), ValueError, "pad_token_id is -1"),
         (dict(select="greedy"), TypeError, "select must be"),
+        (dict(on_token=3), TypeError, "on_token must be"),
+        (dict(logits_processors=lambda ids, s: s), TypeError, "logits_processors must be a list"),
+        (dict(logits_processors=[None]), TypeError, r"logits_processors\[0\] must be a function"),
+        (dict(attention_mask=torch.tensor([[1, 0]])), ValueError, "padding_side='left'"),
     ],
 )
 def test_bad_input_is_named(tiny_decoder, kwargs, error, match):
@@ -203,6 +199,34 @@ CACHE_CASES = [
     dict(norm="layernorm", mlp="gelu", bias=True, tie_embeddings=True),
     dict(norm="rmsnorm", mlp="swiglu", bias=False, tie_embeddings=False),
 ]
+
+
+def test_right_padding_is_refused_and_left_padding_passes(tiny_decoder):
+    ids = torch.tensor([[5, 6, 7], [8, 9, 0]])
+    with pytest.raises(ValueError, match="row 1 has padding .0. after a real token .1.: .*pad on the left"):
+        generate(tiny_decoder, ids, 2, attention_mask=torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    with pytest.raises(ValueError, match="row 0 has padding"):  # a hole in the middle is refused too
+        generate(tiny_decoder, ids, 2, attention_mask=torch.tensor([[1, 0, 1], [1, 1, 1]]))
+    left = generate(tiny_decoder, ids, 2, attention_mask=torch.tensor([[1, 1, 1], [0, 1, 1]]))
+    assert left.shape == (2, 5)
+
+
+def test_arguments_are_checked_once_per_call_not_at_every_step(tiny_decoder, monkeypatch):
+    import importlib
+
+    calls = []
+    original = importlib.import_module("nexttoken.checks").check_token_ids
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    for module in ("nexttoken.model", "nexttoken.generate"):  # nexttoken.generate is also the function
+        monkeypatch.setattr(importlib.import_module(module), "check_token_ids", counting)
+    for use_cache in (True, False):
+        calls.clear()
+        generate(tiny_decoder, torch.tensor([[1, 2]]), 6, use_cache=use_cache)
+        assert len(calls) == 1
 
 
 @pytest.mark.parametrize("variant", CACHE_CASES, ids=["gpt2-block", "rmsnorm-swiglu"])

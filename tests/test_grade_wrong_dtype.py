@@ -5,8 +5,11 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
-from tests.test_grade import CH02_GOOD, HEADER
+from test_grade import CH02_GOOD, HEADER
+
+pytestmark = pytest.mark.slow  # grades a notebook in a fresh kernel
 
 
 def test_wrong_dtype_answer_keeps_the_points_of_correct_tasks(tmp_path):

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 import torch
-from conftest import random_hf_gpt2
+from helpers import random_hf_gpt2
 
 import nexttoken
 

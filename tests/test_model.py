@@ -19,6 +19,30 @@ def test_causal_mask_is_lower_triangular():
     assert causal_mask(0).shape == (0, 0)
     with pytest.raises(ValueError, match="T must be"):
         causal_mask(-1)
+    with pytest.raises(ValueError, match="past must be"):
+        causal_mask(2, past=-1)
+
+
+@pytest.mark.parametrize("T, past", [(1, 0), (1, 5), (3, 4), (6, 0)])
+def test_causal_mask_with_a_past_is_the_last_rows_of_the_full_mask(T, past):
+    assert torch.equal(causal_mask(T, past), causal_mask(past + T)[past:])
+
+
+def test_the_model_builds_its_mask_with_causal_mask(tiny_decoder, monkeypatch):
+    """The chapter 2 function is on the model's path: with and without a cache."""
+    import nexttoken.model
+
+    calls = []
+
+    def recording(T, past=0, device=None):
+        calls.append((T, past))
+        return causal_mask(T, past, device=device)
+
+    monkeypatch.setattr(nexttoken.model, "causal_mask", recording)
+    cache = tiny_decoder.new_cache()
+    tiny_decoder(torch.tensor([[1, 2, 3]]), cache=cache)
+    tiny_decoder(torch.tensor([[4]]), cache=cache)
+    assert calls == [(3, 0), (1, 3)]
 
 
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
@@ -129,34 +153,44 @@ def test_without_the_causal_mask_the_past_sees_the_future(tiny_decoder):
     assert (attention[0][..., ~causal_mask(8)] > 0).all()
 
 
-def test_widening_weights_are_stored_in_gpt2_layout_without_changing_the_model():
-    """lay_out_for_generation changes only the memory order: shapes (out, in), values, tying and the
-    logits stay the same; a widening layer is stored (in, out), a narrowing one as nn.Linear keeps it."""
+def test_decoder_builds_plain_nn_linear_weights():
+    """The lesson's model: every weight contiguous, (out, in), as nn.Linear stores it."""
+    model = Decoder(small())
+    assert all(p.is_contiguous() for p in model.parameters())
+    assert model.lm_head.weight is model.token_embedding.weight
+
+
+def test_lay_out_for_cpu_changes_only_the_memory_order():
+    """lay_out_for_cpu stores a widening layer (in, out) and leaves a narrowing one as nn.Linear keeps it;
+    shapes (out, in), values, parameter objects, the tie and the logits stay the same."""
     torch.manual_seed(0)
-    model = Decoder(small(tie_embeddings=True))
+    model = Decoder(small(tie_embeddings=True)).eval()
+    x = torch.randint(50, (2, 7))
+    before = model(x)
+    params = list(model.parameters())
+    state = {name: t.clone() for name, t in model.state_dict().items()}
+    assert nexttoken.fast.lay_out_for_cpu(model) is model
     qkv, down = model.blocks[0].attn.qkv.weight, model.blocks[0].mlp.down.weight
     assert qkv.shape == (96, 32) and qkv.t().is_contiguous() and not qkv.is_contiguous()
     assert down.shape == (32, 128) and down.is_contiguous()
     assert model.lm_head.weight is model.token_embedding.weight and model.lm_head.weight.t().is_contiguous()
-    x = torch.randint(50, (2, 7))
-    plain = Decoder(small(tie_embeddings=True))
-    for p in plain.parameters():
-        p.data = p.data.contiguous()
-    plain.load_state_dict(model.state_dict())
-    assert plain.blocks[0].attn.qkv.weight.is_contiguous()
-    assert torch.allclose(plain(x), model(x), atol=1e-5)
+    assert all(a is b for a, b in zip(params, model.parameters()))  # through .data: same Parameter objects
+    assert all(torch.equal(state[name], t) for name, t in model.state_dict().items())
+    assert torch.allclose(model(x), before, atol=1e-5)
+    nexttoken.fast.lay_out_for_cpu(model)  # a second call changes nothing
+    assert model.blocks[0].attn.qkv.weight.t().is_contiguous()
     moved = model.to(torch.float64)  # .to() keeps the layout and the tie
     assert moved.lm_head.weight is moved.token_embedding.weight and moved.lm_head.weight.t().is_contiguous()
 
 
-def test_save_and_load_keep_values_and_layout(tmp_path):
+def test_save_and_load_keep_values(tmp_path):
     torch.manual_seed(0)
-    model = Decoder(small(tie_embeddings=False)).eval()
+    model = nexttoken.fast.lay_out_for_cpu(Decoder(small(tie_embeddings=False)).eval())
     nexttoken.save_decoder(model, tmp_path, dtype=torch.float32)
     loaded = nexttoken.load_decoder(tmp_path)
     x = torch.randint(50, (1, 9))
-    assert torch.equal(loaded(x), model(x))
-    assert loaded.lm_head.weight.t().is_contiguous() and loaded.blocks[1].attn.qkv.weight.t().is_contiguous()
+    assert torch.allclose(loaded(x), model(x), atol=1e-6)
+    assert all(p.is_contiguous() for p in loaded.parameters())  # a loaded model is the plain one
 
 
 def test_rows_of_the_mask_a_cached_step_uses_are_those_of_the_causal_mask(tiny_decoder):
@@ -169,6 +203,25 @@ def test_rows_of_the_mask_a_cached_step_uses_are_those_of_the_causal_mask(tiny_d
     for layer_full, layer_step in zip(full, step):
         assert torch.allclose(layer_step, layer_full[:, :, 5:], atol=1e-6)
         assert torch.equal(layer_step > 0, causal_mask(8)[5:].expand_as(layer_step))
+
+
+def test_return_attention_is_off_by_default_and_means_the_same_at_every_level(tiny_decoder):
+    """CausalSelfAttention, Block and Decoder: weights only when asked, the same output either way."""
+    x = torch.randint(50, (2, 7))
+    h = torch.randn(2, 7, 32)
+    mask = causal_mask(7)[None, None]
+    block = tiny_decoder.blocks[0]
+    for layer in (block.attn, block):
+        fused_out, none = layer(h, mask)
+        explicit_out, weights = layer(h, mask, return_attention=True)
+        assert none is None and weights.shape == (2, 4, 7, 7)
+        assert torch.allclose(fused_out, explicit_out, atol=1e-5)
+    assert isinstance(tiny_decoder(x), torch.Tensor)
+    logits, attention = tiny_decoder(x, return_attention=True)
+    assert torch.allclose(logits, tiny_decoder(x), atol=1e-5)
+    h0 = block.norm1(tiny_decoder.token_embedding(x) + tiny_decoder.position_embedding(torch.arange(7)))
+    _, direct = block.attn(h0, mask, return_attention=True)
+    assert torch.allclose(direct, attention[0], atol=1e-6)
 
 
 @pytest.mark.parametrize("norm, mlp", [("layernorm", "gelu"), ("rmsnorm", "swiglu")])

@@ -38,6 +38,7 @@ def test_shipped_figures_meet_the_quality_bar():
     assert figures["eos_rate_t0.8_256"] >= 0.8
 
 
+@pytest.mark.slow  # 50 samples of up to 256 tokens and a validation pass: about 20 s idle
 @pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
 def test_shipped_figures_reproduce_from_the_weights_and_the_corpus(tmp_path):
     from nexttoken.evaluate import main

@@ -37,44 +37,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import CONFIG, ROOT, source_of, toc_pages
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # builds the whole site (a minute or more); the browser tests are marked too
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 WINDOW = (1280, 900)  # wide enough for the theme to show the sidebar
 MAX_SCREENSHOT_HEIGHT = 16000
-CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
-
-
-def toc_pages() -> list[str]:
-    """Every page of _toc.yml, in reading order (the root first), as document names without suffix."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    root = toc["root"]
-    pages = [root.rsplit(".", 1)[0] if root.endswith((".md", ".ipynb")) else root]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                file = node["file"]
-                pages.append(file.rsplit(".", 1)[0] if file.endswith((".md", ".ipynb")) else file)
-            for key in ("parts", "chapters", "sections"):
-                for child in node.get(key, []):
-                    walk(child)
-
-    walk(toc)
-    return pages
 
 
 PAGES = toc_pages()
-
-
-def source_of(page: str) -> Path:
-    """The source file of a toc page (.ipynb or .md)."""
-    for suffix in (".ipynb", ".md"):
-        if (ROOT / f"{page}{suffix}").exists():
-            return ROOT / f"{page}{suffix}"
-    raise FileNotFoundError(f"{page} of _toc.yml has no .ipynb or .md source")
 
 
 def expected_colab_url(notebook: str) -> str:
@@ -299,6 +272,7 @@ def test_mathjax_is_served_from_the_site(site):
     assert any((site / "_static" / "mathjax" / "output" / "chtml" / "fonts").rglob("*.woff"))
 
 
+@pytest.mark.browser
 @pytest.mark.parametrize("page", PAGES)
 def test_page_in_the_browser(page, browser, site, server):
     base, requests = server
@@ -365,6 +339,7 @@ def test_page_in_the_browser(page, browser, site, server):
                           + "\n  ".join(problems))
 
 
+@pytest.mark.browser
 def test_some_page_has_math_and_figures(browser, site, server):
     """Guard against checks that pass vacuously: the intro has typeset math, a chapter has figures."""
     base, _ = server

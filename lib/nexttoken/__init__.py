@@ -3,10 +3,12 @@
 A tokenizer (GPT-2's), a decoder-only transformer, the chain rule, and the generation loop.
 """
 
+from . import fast  # opt-in speed-ups: nexttoken.fast.lay_out_for_cpu(model)
+from .cache import KVCache
 from .chain_rule import sequence_log_prob, token_log_probs
-from .generate import generate, greedy, sample
+from .generate import generate, greedy, sample, temperature
 from .hf import from_hf_gpt2, load_gpt2
-from .model import Decoder, DecoderConfig, KVCache, causal_mask, positions_from_mask
+from .model import Decoder, DecoderConfig, causal_mask, positions_from_mask
 from .pretrained import load_decoder, load_pretrained, save_decoder
 from .tokenizer import END_OF_TEXT_ID, gpt2_tokenizer
 
@@ -16,6 +18,7 @@ __all__ = [
     "DecoderConfig",
     "KVCache",
     "causal_mask",
+    "fast",
     "from_hf_gpt2",
     "generate",
     "gpt2_tokenizer",
@@ -27,5 +30,6 @@ __all__ = [
     "sample",
     "save_decoder",
     "sequence_log_prob",
+    "temperature",
     "token_log_probs",
 ]

@@ -2,7 +2,8 @@
 
 import torch
 
-from .model import Decoder, check_token_ids
+from .checks import check_token_ids
+from .model import Decoder
 
 
 def token_log_probs(model: Decoder, input_ids: torch.Tensor) -> torch.Tensor:
@@ -10,7 +11,7 @@ def token_log_probs(model: Decoder, input_ids: torch.Tensor) -> torch.Tensor:
 
     Teacher forcing: one forward pass over the true sequence; position t - 1 predicts token t.
     """
-    input_ids = check_token_ids(input_ids, model.config, "input_ids")
+    input_ids = check_token_ids(input_ids, model.config.vocab_size, "input_ids")
     if input_ids.shape[1] < 2:
         raise ValueError("input_ids needs at least 2 tokens: the first token has no conditional to score")
     logits = model(input_ids)[:, :-1, :].float()  # the last position predicts a token we do not have

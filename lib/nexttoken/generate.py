@@ -1,10 +1,20 @@
-"""The generation loop: forward, keep the last position's logits, softmax, select, append, repeat."""
+"""The generation loop: forward, keep the last position's logits, process them, softmax, select, append, repeat."""
 
 from collections.abc import Callable
 
 import torch
 
-from .model import Decoder, check_attention_mask, check_token_ids
+from .checks import (
+    check_attention_mask,
+    check_count,
+    check_function,
+    check_left_padded,
+    check_logits_processors,
+    check_pad_token_id,
+    check_token_ids,
+    normalize_eos,
+)
+from .model import Decoder
 
 
 def greedy(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -20,19 +30,6 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None = None) -> tor
     return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
 
 
-def normalize_eos(eos_token_id, vocab_size: int) -> list[int]:
-    """``eos_token_id`` as a list of ids: an int, a non-empty list/tuple of ints, or None (-> [])."""
-    if eos_token_id is None:
-        return []
-    ids = [eos_token_id] if isinstance(eos_token_id, int) else eos_token_id
-    if not isinstance(ids, (list, tuple)) or len(ids) == 0:
-        raise ValueError(f"eos_token_id must be an int, a non-empty list of ints, or None; got {eos_token_id!r}")
-    for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab_size:
-            raise ValueError(f"eos_token_id holds {i!r}, expected token ids in [0, {vocab_size})")
-    return list(ids)
-
-
 @torch.no_grad()
 def generate(
     model: Decoder,
@@ -46,6 +43,7 @@ def generate(
     generator: torch.Generator | None = None,
     on_token: Callable[[torch.Tensor], None] | None = None,
     use_cache: bool = True,
+    logits_processors: list[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] | None = None,
 ) -> torch.LongTensor:
     """Extend each prompt by up to ``max_new_tokens`` tokens, one forward pass per token.
 
@@ -57,9 +55,16 @@ def generate(
       EOS id). The loop ends when every row has finished, or after ``max_new_tokens`` steps.
       With None, it never stops early.
     - ``attention_mask`` (B, P) of 0/1 marks left padding (0). Each row then gets the tokens it
-      would get alone.
-    - ``select(probs, generator=generator)`` maps the last position's probabilities (B, vocab) to
-      token ids (B,): ``greedy`` (the default) or ``sample``, or a strategy of your own.
+      would get alone. Padding after a real token (right padding) is refused: the new token would
+      follow the pads.
+    - ``logits_processors``: functions ``f(input_ids, scores) -> scores``, applied in order at every
+      step to the last position's logits, float32 (B, vocab), before the softmax; ``input_ids`` is
+      every token so far (B, P + steps), prompt and padding included. This is the signature of
+      transformers' ``LogitsProcessor``, so its ``TemperatureLogitsWarper``, ``TopKLogitsWarper``,
+      ``TopPLogitsWarper`` or ``RepetitionPenaltyLogitsProcessor`` plug in unchanged; so do your own
+      functions, such as ``nexttoken.temperature(0.8)``.
+    - ``select(probs, generator=generator)`` maps the probabilities (B, vocab) to token ids (B,):
+      ``greedy`` (the default) or ``sample``, or a strategy of your own.
     - ``on_token(tokens)`` is called after every step with that step's new tokens (B,): streaming.
     - ``use_cache``: keep every position's keys and values (a ``KVCache``), so that after the prompt
       each step runs the model on one new token instead of the whole sequence. Same tokens either way.
@@ -70,29 +75,40 @@ def generate(
     fails with an IndexError. Past that point every token's position shifts at each step, so the
     cache no longer applies and each step recomputes the cropped window. The model's mode is left
     as it is (call ``model.eval()`` for dropout off).
+
+    Sampling like transformers: with ``do_sample=True`` it draws one ``torch.multinomial`` per step
+    from PyTorch's global generator. Here ``select=sample`` with ``generator=None`` draws from that
+    same generator, so seeding it the same way before each call gives the same tokens::
+
+        torch.manual_seed(0); ours = generate(model, ids, 20, select=sample, logits_processors=[
+            TemperatureLogitsWarper(0.8), TopKLogitsWarper(50), TopPLogitsWarper(0.9)])
+        torch.manual_seed(0); theirs = hf_model.generate(ids, attention_mask=..., max_new_tokens=20,
+            do_sample=True, temperature=0.8, top_k=50, top_p=0.9)
+
+    (transformers applies temperature, then top-k, then top-p, and ``top_k=50`` unless told
+    ``top_k=0``: give the same processors in the same order. For ``repetition_penalty`` it builds
+    ``RepetitionPenaltyLogitsProcessor(p, prompt_ignore_length=(mask != 0).int().argmax(1))`` so that
+    left padding is not penalized.) A seeded ``torch.Generator`` of your own repeats a run without
+    touching the global one, but its draws differ from transformers'.
     """
     config = model.config
-    input_ids = check_token_ids(input_ids, config, "input_ids")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    # Every argument is checked here, once: the loop then calls model.run, which checks nothing.
+    input_ids = check_token_ids(input_ids, config.vocab_size, "input_ids")
+    check_count(max_new_tokens, "max_new_tokens")
     eos_ids = normalize_eos(eos_token_id, config.vocab_size)
+    check_pad_token_id(pad_token_id, config.vocab_size)
     if pad_token_id is None and eos_ids:
         pad_token_id = eos_ids[0]
-    if pad_token_id is not None and (isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int)):
-        raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
-    if pad_token_id is not None and not 0 <= pad_token_id < config.vocab_size:
-        raise ValueError(f"pad_token_id is {pad_token_id}, expected a token id in [0, {config.vocab_size})")
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     attention_mask = check_attention_mask(attention_mask, input_ids.shape)
+    check_left_padded(attention_mask)
+    processors = check_logits_processors(logits_processors)
     if select is None:
         select = greedy
-    if not callable(select):
-        raise TypeError(f"select must be a function of (probs, generator=...), got {select!r}")
-    if on_token is not None and not callable(on_token):
-        raise TypeError(f"on_token must be a function of the new tokens, got {on_token!r}")
+    check_function(select, "select", "(probs, generator=...)")
+    if on_token is not None:
+        check_function(on_token, "on_token", "the new tokens")
 
     ids, mask = input_ids, attention_mask  # new tensors each step: the caller's are never changed
     eos = torch.tensor(eos_ids, dtype=torch.long, device=ids.device)
@@ -104,12 +120,14 @@ def generate(
             cache = None  # past the window, positions shift at every step: cached keys are stale
         if cache is not None:
             # Run only what the cache has not seen: the whole prompt at first, then one token a step.
-            logits = model(ids[:, len(cache):], attention_mask=mask, cache=cache)
+            logits = model.run(ids[:, len(cache):], mask, cache=cache)
         else:
             # Crop to the context window: the model has no position past L - 1.
-            logits = model(ids[:, -L:], attention_mask=mask[:, -L:])
-        last = logits[:, -1, :].float()  # only the last position predicts the token that comes next
-        probs = torch.softmax(last, dim=-1)
+            logits = model.run(ids[:, -L:], mask[:, -L:])
+        scores = logits[:, -1, :].float()  # only the last position predicts the token that comes next
+        for process in processors:
+            scores = process(ids, scores)
+        probs = torch.softmax(scores, dim=-1)
         next_tokens = select(probs, generator=generator)
         if eos_ids:
             # A finished row keeps running through the model, but what it writes is padding.
@@ -123,3 +141,16 @@ def generate(
             if not unfinished.any():
                 break
     return ids
+
+
+def temperature(t: float) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A logits processor that divides the scores by ``t``: softmax(logits / t) sharpens (t < 1) or
+    flattens (t > 1) the distribution. Use it with ``select=sample``:
+    ``generate(model, ids, n, logits_processors=[temperature(0.8)], select=sample)``."""
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+        raise ValueError(f"temperature must be a number > 0, got {t!r}")
+
+    def divide(input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores / t
+
+    return divide

@@ -40,8 +40,7 @@ def from_hf_gpt2(hf_model) -> Decoder:
     """A ``Decoder`` holding a copy of a transformers ``GPT2LMHeadModel``'s weights, in eval mode.
 
     GPT-2 stores its linear layers as ``Conv1D`` with weights of shape (in, out); ``nn.Linear``
-    wants (out, in), hence the transposes. (``copy_`` keeps our own memory order, see
-    ``lay_out_for_generation``: only the values come from GPT-2.)
+    wants (out, in), hence the transposes.
     """
     if not hasattr(hf_model, "transformer") or not hasattr(hf_model, "lm_head"):
         raise TypeError(f"hf_model must be a transformers GPT2LMHeadModel, got {type(hf_model).__name__}")

@@ -13,6 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cache import KVCache
+from .checks import check_attention_mask, check_token_ids
+
 
 @dataclass
 class DecoderConfig:
@@ -52,11 +55,18 @@ class DecoderConfig:
         return self.d_model // self.n_heads
 
 
-def causal_mask(T: int, device=None) -> torch.Tensor:
-    """Bool (T, T), True where query position i may attend to key position j, that is j <= i."""
-    if not isinstance(T, int) or T < 0:
-        raise ValueError(f"T must be a non-negative int, got {T!r}")
-    return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+def causal_mask(T: int, past: int = 0, device=None) -> torch.Tensor:
+    """Bool (T, past + T), True where query i may attend to key j: the last T rows of the full mask.
+
+    With ``past=0`` (the default) this is chapter 2's (T, T) table, True where j <= i. With ``past``
+    tokens already in a KV cache, the T new tokens sit at positions past..past + T - 1, so new token i
+    may see keys 0..past + i: the rows of ``causal_mask(past + T)`` that a cached step needs, built
+    without the others. The model calls this at every forward pass.
+    """
+    for name, value in (("T", T), ("past", past)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return torch.ones(T, past + T, dtype=torch.bool, device=device).tril(diagonal=past)
 
 
 def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
@@ -85,50 +95,6 @@ def make_norm(config: DecoderConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
 
 
-class KVCache:
-    """The keys and values of every position the model has processed, one pair per block.
-
-    Keys and values of past tokens never change (a token attends only to its past), so with a cache
-    the model runs only the new tokens, whose queries attend to the cached keys and values.
-
-    Each layer keeps its keys (and values) in a buffer with room to spare: a step writes its new keys
-    into the next free slots. Appending with ``torch.cat`` would copy the whole cache at every step;
-    here a buffer is copied only when it is full, into one twice as long (as a Python list grows).
-    """
-
-    def __init__(self, n_layers: int):
-        self.lengths = [0] * n_layers  # positions cached, per layer
-        self.key_buffers: list[torch.Tensor | None] = [None] * n_layers  # (B, heads, capacity, head_dim)
-        self.value_buffers: list[torch.Tensor | None] = [None] * n_layers
-
-    def __len__(self) -> int:  # how many positions are cached
-        return self.lengths[0]
-
-    @property
-    def keys(self) -> list[torch.Tensor | None]:
-        """Each layer's cached keys (B, heads, T, head_dim): the filled part of its buffer."""
-        return [None if b is None else b[:, :, :n] for b, n in zip(self.key_buffers, self.lengths)]
-
-    @property
-    def values(self) -> list[torch.Tensor | None]:
-        return [None if b is None else b[:, :, :n] for b, n in zip(self.value_buffers, self.lengths)]
-
-    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
-        """Append the new positions' keys and values (B, heads, T_new, head_dim); return all of them."""
-        start = self.lengths[layer]
-        end = start + k.shape[2]
-        for buffers, new in ((self.key_buffers, k), (self.value_buffers, v)):
-            buffer = buffers[layer]
-            if buffer is None or end > buffer.shape[2]:  # full: move to a buffer twice as long
-                bigger = new.new_empty(new.shape[0], new.shape[1], 2 * end, new.shape[3])
-                if buffer is not None:
-                    bigger[:, :, :start] = buffer[:, :, :start]
-                buffers[layer] = buffer = bigger
-            buffer[:, :, start:end] = new
-        self.lengths[layer] = end
-        return self.key_buffers[layer][:, :, :end], self.value_buffers[layer][:, :, :end]
-
-
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: DecoderConfig, layer: int = 0):
         super().__init__()
@@ -142,21 +108,23 @@ class CausalSelfAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, mask, cache: KVCache | None = None, return_weights: bool = True):
-        """x: (B, T, d_model); mask: bool (B, 1, T, T_keys), True where a query may look at a key.
+    def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False):
+        """x: (B, T, d_model); mask: bool (B or 1, 1, T, T_keys), True where a query may look at a key.
 
         Without a cache, T_keys = T. With one, the keys are the cached ones followed by the T new ones.
-        Returns the output (B, T, d_model) and the attention weights (B, heads, T, T_keys), or None for
-        the weights with ``return_weights=False``.
+        Returns the output (B, T, d_model) and the attention weights (B, heads, T, T_keys), or None.
+        With ``return_attention=True`` it runs the explicit steps of chapter 2 (``attend``) and returns
+        the weights; otherwise it runs the same computation fused in ``F.scaled_dot_product_attention``,
+        which never stores the weights, and returns None for them (same output either way).
         """
         q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
         if cache is not None:
             k, v = cache.extend(self.layer, k, v)
-        if return_weights:
+        if return_attention:
             out, weights = self.attend(q, k, v, mask)
         else:
-            # The same computation fused into one call (as nanoGPT does): fewer, faster steps, and the
-            # weights are never stored. nan_to_num: as below, a pad slot that sees no key gets 0.
+            # One fused call (as nanoGPT does): fewer, faster steps. nan_to_num: as in attend, a pad
+            # slot that sees no key gets 0.
             dropout = self.dropout.p if self.training else 0.0
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout).nan_to_num(0.0)
             weights = None
@@ -205,27 +173,12 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, mask, cache: KVCache | None = None, return_weights: bool = True):
-        """Returns the new residual stream and this block's attention weights (B, heads, T, T_keys)
-        (None with ``return_weights=False``)."""
-        attn_out, weights = self.attn(self.norm1(x), mask, cache, return_weights)
+    def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False):
+        """Returns the new residual stream and this block's attention weights (B, heads, T, T_keys),
+        or None for them without ``return_attention`` (see ``CausalSelfAttention.forward``)."""
+        attn_out, weights = self.attn(self.norm1(x), mask, cache, return_attention)
         x = x + self.dropout(attn_out)
         return x + self.dropout(self.mlp(self.norm2(x))), weights
-
-
-def lay_out_for_generation(linear: nn.Linear) -> None:
-    """Store a widening layer's weight in memory as (in, out), GPT-2's own layout; its shape stays (out, in).
-
-    Generating one token multiplies a single vector by every weight matrix, so a step's time is mostly
-    spent reading weights from memory, and how fast a matrix is read depends on how it is laid out.
-    On CPU (MKL), a one-row matmul reads a matrix that widens (out >= in: qkv, the MLP's up projection,
-    the LM head) faster stored (in, out), as GPT-2's Conv1D keeps it, and one that narrows (the MLP's
-    down projection) faster as nn.Linear keeps it, (out, in): by 1.2x to 1.7x on the 2-core machine
-    this was written on. ``bench/weight_layout.py`` measures both on yours. Values, shapes and results
-    are unchanged: only the memory order.
-    """
-    if linear.out_features >= linear.in_features:
-        linear.weight = nn.Parameter(linear.weight.detach().t().contiguous().t())
 
 
 class Decoder(nn.Module):
@@ -252,11 +205,6 @@ class Decoder(nn.Module):
         for name, param in self.named_parameters():
             if name.endswith(("attn.proj.weight", "mlp.down.weight")):
                 nn.init.normal_(param, std=0.02 / math.sqrt(2 * config.n_layers))
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                lay_out_for_generation(module)
-        if config.tie_embeddings:  # the LM head's weight is a new Parameter now: tie it again
-            self.token_embedding.weight = self.lm_head.weight
 
     @staticmethod
     def _init_weights(module):
@@ -277,78 +225,48 @@ class Decoder(nn.Module):
 
         With a mask, positions count real tokens only, so a left-padded row gives the logits of the
         row alone. Returns float logits (B, T, vocab_size); with ``return_attention=True``, also the
-        list of each block's attention weights (B, heads, T, T).
+        list of each block's attention weights (B, heads, T, T_keys), computed by the explicit steps
+        of chapter 2 (without it, the fused attention call computes the same logits).
         ``causal=False`` drops the causal mask so every position sees the whole sequence: only for
         experiments that show why the mask is there (the model was never trained that way).
         With ``cache`` (from ``new_cache()``), ``input_ids`` are only the tokens the cache has not seen
         yet; they are appended to it, and ``attention_mask`` covers the cached tokens and the new ones.
         """
-        input_ids = check_token_ids(input_ids, self.config, "input_ids")
+        input_ids = check_token_ids(input_ids, self.config.vocab_size, "input_ids")
         B, T = input_ids.shape
         past = len(cache) if cache is not None else 0  # tokens already processed
-        total = past + T
-        if total > self.config.context_length:
+        if past + T > self.config.context_length:
             raise ValueError(
-                f"input_ids has {total} tokens{' with the cache' if past else ''} but the model's "
+                f"input_ids has {past + T} tokens{' with the cache' if past else ''} but the model's "
                 f"context_length is {self.config.context_length}: crop it, "
                 f"e.g. input_ids[:, -{self.config.context_length}:]"
             )
-        # The new tokens' rows of the full (total x total) causal mask, built without the other rows (a
-        # cached step would otherwise make a mask quadratic in the length): new token i, at position
-        # past + i, may see keys 0..past + i. Without a cache (past = 0) this is causal_mask(T).
-        mask = torch.ones(T, total, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
+        if attention_mask is not None:
+            attention_mask = check_attention_mask(attention_mask, (B, past + T))
+        return self.run(input_ids, attention_mask, cache=cache, causal=causal, return_attention=return_attention)
+
+    def run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+            cache: KVCache | None = None, causal: bool = True, return_attention: bool = False):
+        """The forward pass itself, on arguments already checked: input_ids int64 (B, T) that fit the
+        window, attention_mask None or 0/1 (B, past + T). ``generate`` checks its arguments once, then
+        calls this at every step; call ``model(...)`` (``forward``) yourself, which checks them."""
+        B, T = input_ids.shape
+        past = len(cache) if cache is not None else 0
+        # The new tokens' rows of the causal mask (all of it without a cache): chapter 2's table.
+        mask = causal_mask(T, past, device=input_ids.device)
         if not causal:
             mask = torch.ones_like(mask)
         if attention_mask is None:
-            positions = torch.arange(past, total, device=input_ids.device).expand(B, T)
+            positions = torch.arange(past, past + T, device=input_ids.device).expand(B, T)
         else:
-            attention_mask = check_attention_mask(attention_mask, (B, total))
             positions = positions_from_mask(attention_mask)[:, past:]
             # A query may look at a key if the key is in its past (causal) and is not padding.
             mask = mask & attention_mask.bool()[:, None, None, :]
-        mask = mask.expand(B, 1, T, total)
+        mask = mask.expand(B, 1, T, past + T)
         x = self.dropout(self.token_embedding(input_ids) + self.position_embedding(positions))
         attention = []
         for block in self.blocks:
-            x, weights = block(x, mask, cache, return_weights=return_attention)
+            x, weights = block(x, mask, cache, return_attention=return_attention)
             attention.append(weights)
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
-
-
-def check_token_ids(input_ids, config: DecoderConfig, name: str) -> torch.Tensor:
-    """Validate a batch of token ids; a 1-D tensor is taken as a batch of one. Returns (B, T)."""
-    if not isinstance(input_ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(input_ids).__name__}")
-    if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids, got dtype {input_ids.dtype}")
-    if input_ids.dim() == 1:
-        input_ids = input_ids.unsqueeze(0)
-    if input_ids.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, time) or (time,), got {tuple(input_ids.shape)}")
-    if input_ids.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(input_ids.shape)}): give at least one token")
-    low, high = int(input_ids.min()), int(input_ids.max())
-    if low < 0 or high >= config.vocab_size:
-        bad = low if low < 0 else high
-        raise ValueError(f"{name} holds id {bad}, outside the vocabulary [0, {config.vocab_size})")
-    return input_ids.long()
-
-
-def check_attention_mask(attention_mask, shape) -> torch.Tensor:
-    """Validate a 0/1 mask of the given (B, T) shape; a 1-D mask goes with a 1-D prompt. Returns it as long."""
-    if not isinstance(attention_mask, torch.Tensor):
-        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
-    if attention_mask.dim() == 1:
-        attention_mask = attention_mask.unsqueeze(0)
-    if tuple(attention_mask.shape) != tuple(shape):
-        raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)}, expected {tuple(shape)} "
-            "(one 0/1 entry per token of input_ids, cached tokens included)"
-        )
-    if not torch.all((attention_mask == 0) | (attention_mask == 1)):
-        raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
-    if not attention_mask.bool().any(dim=-1).all():
-        row = int((~attention_mask.bool().any(dim=-1)).nonzero()[0])
-        raise ValueError(f"attention_mask row {row} is all zeros: every row needs at least one real token")
-    return attention_mask.long()

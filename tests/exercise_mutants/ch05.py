@@ -98,7 +98,7 @@ def one_step_too_many(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q2", expect="every new token is the same")
+@mutant("q2", expect="first position")
 def first_position_each_step(model, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens):

@@ -39,6 +39,9 @@ q1 = Task(
         Known("every row got the same token: logits[0, -1] (row 0's prediction) or an argmax without dim= "
               "gives one token for the whole batch; keep the batch dimension and take argmax(dim=-1)",
               torch.no_grad()(lambda m, ids: _append(ids, m(ids)[0, -1].argmax().expand(ids.shape[0])))),
+        Known("the argmax went over all rows' scores at once (no dim=), which gives one index into B * V "
+              "numbers: one token for the whole batch, and not even a token id. Take argmax(dim=-1)",
+              torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, -1].argmax().expand(ids.shape[0])))),
         Known("you used the first position's prediction; the last position predicts the next token",
               torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, 0].argmax(-1)))),
         Known("the model read only the last token: run it on the whole context, model(input_ids)",
@@ -75,7 +78,7 @@ def _loop(m, ids, n, step):
 q2 = Task(
     name="q2", function="generate_greedy", title="the generation loop", chapter=CHAPTER,
     cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(7), random_ids(7, 1, 3), 5),
-                   (small_model(12), random_ids(12, 3, 2), 8)],
+                   (small_model(8), random_ids(8, 3, 2), 8)],
     reference=lambda model, ids, n: generate(model, ids, n), diagnose=_q2_diagnose,
     known=[
         Known("every new token is the same one: each step must run the model on the sequence so far, "
@@ -139,7 +142,7 @@ def _sample_step(model, input_ids, generator):
 
 
 def _q4_cases():
-    return [(small_model(42), random_ids(42, 2, 3), seeded(1)), (small_model(43), random_ids(43, 8, 5), seeded(2))]
+    return [(small_model(42), random_ids(42, 6, 3), seeded(1)), (small_model(43), random_ids(43, 8, 5), seeded(2))]
 
 
 def _q4_diagnose(args, expected, got):

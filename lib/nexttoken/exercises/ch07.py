@@ -118,7 +118,8 @@ def _positions_processed(prompt_length, max_new_tokens, use_cache):
     """The library's own count: run generate and add up how many positions each forward pass processes."""
     model = small_model(0, context_length=64)
     seen = []
-    hook = model.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[1]))
+    # Every forward pass embeds the tokens it reads: count them there.
+    hook = model.token_embedding.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[-1]))
     try:
         generate(model, torch.zeros(1, prompt_length, dtype=torch.long), max_new_tokens, use_cache=use_cache)
     finally:

@@ -1,0 +1,98 @@
+"""What several test files share: random tiny models, padded batches, and the book's pages.
+
+Plain functions, imported by name (``from helpers import random_hf_gpt2``); the fixtures that use them
+are in ``conftest.py``.
+"""
+
+import random
+import re
+from pathlib import Path
+
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+
+# ---------------------------------------------------------------------------------------------------
+# models and batches
+
+
+def random_hf_gpt2(seed: int, vocab_size: int = 61, n_positions: int = 32, n_embd: int = 32,
+                   n_layer: int = 2, n_head: int = 4, tie: bool = False):
+    """A random tiny transformers GPT-2, built locally (no download).
+
+    initializer_range=0.1 and an untied head: with small tied random embeddings a model only repeats
+    its last token, which would test nothing. No EOS/BOS/pad ids in its config, so only what a test
+    passes to generate() counts.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+        initializer_range=0.1, tie_word_embeddings=tie, bos_token_id=None, eos_token_id=None,
+        pad_token_id=None,
+    )
+    return GPT2LMHeadModel(config).eval()
+
+
+def left_padded_batch(rng: random.Random, batch_size: int, vocab: int, pad: int):
+    """Prompts of 1 to 8 tokens, left-padded with ``pad`` to a common length, and their mask."""
+    rows = [[rng.randrange(vocab) for _ in range(rng.randint(1, 8))] for _ in range(batch_size)]
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    return ids, mask
+
+
+# ---------------------------------------------------------------------------------------------------
+# the book
+
+
+def toc_pages() -> list[str]:
+    """Every page of _toc.yml in reading order (the root first), as paths without suffix ("chapters/01_...")."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key in ("root", "file"):
+                if key in node:
+                    name = node[key]
+                    pages.append(name.rsplit(".", 1)[0] if name.endswith((".md", ".ipynb")) else name)
+            for key in ("parts", "chapters", "sections"):
+                for child in node.get(key, []):
+                    walk(child)
+
+    walk(toc)
+    return pages
+
+
+def source_of(page: str) -> Path:
+    """The source file of a toc page (.ipynb or .md)."""
+    for suffix in (".ipynb", ".md"):
+        if (ROOT / f"{page}{suffix}").exists():
+            return ROOT / f"{page}{suffix}"
+    raise FileNotFoundError(f"{page} of _toc.yml has no .ipynb or .md source")
+
+
+def toc_notebooks() -> list[Path]:
+    """The notebooks (.ipynb) among the pages of _toc.yml, in order."""
+    return [p for p in map(source_of, toc_pages()) if p.suffix == ".ipynb"]
+
+
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))  # the lesson, one notebook a chapter
+
+
+def learner_notebooks() -> list[Path]:
+    """Every notebook a learner may open in Colab: the book's pages and the solutions (not in the toc)."""
+    return sorted({*toc_notebooks(), *(ROOT / "solutions").glob("*.ipynb")})
+
+
+def repository_url() -> str:
+    """The course repository's address, kept in one place: _config.yml's repository.url."""
+    return CONFIG["repository"]["url"].rstrip("/")
+
+
+INSTALL_LINE = re.compile(r'"nexttoken @ git\+([^"]+)"')  # the package install in a notebook's first cell

@@ -1,0 +1,65 @@
+"""The repository's address lives in _config.yml; every notebook's Colab install cell agrees with it."""
+
+import importlib.util
+import shutil
+
+import nbformat
+import pytest
+from helpers import INSTALL_LINE, ROOT, learner_notebooks, repository_url, toc_notebooks
+
+
+def load_set_repository():
+    spec = importlib.util.spec_from_file_location("set_repository", ROOT / "scripts" / "set_repository.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def install_problems(paths, url: str) -> list[str]:
+    """Why each notebook's first code cell is not the Colab guard installing the package from ``url``."""
+    problems = []
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        first = next(c for c in nb.cells if c.cell_type == "code").source
+        where = f"{path.parent.name}/{path.name}"
+        if 'if "google.colab" in sys.modules:' not in first:
+            problems.append(f"{where}: first code cell is not the Colab guard")
+        if INSTALL_LINE.findall(first) != [url]:
+            problems.append(f"{where}: first code cell installs {INSTALL_LINE.findall(first)}, not {url}")
+    return problems
+
+
+def test_every_notebook_installs_the_package_from_the_configured_repository():
+    notebooks = learner_notebooks()
+    folders = {p.parent.name for p in notebooks}
+    assert {"chapters", "exercises", "solutions", "appendix"} <= folders
+    assert ROOT / "model_card.ipynb" in notebooks
+    assert set(toc_notebooks()) <= set(notebooks)
+    assert not install_problems(notebooks, repository_url())
+
+
+def test_set_repository_changes_the_config_and_every_install_cell(tmp_path):
+    module = load_set_repository()
+    shutil.copy2(ROOT / "_config.yml", tmp_path / "_config.yml")
+    for path in module.notebooks(ROOT):
+        (tmp_path / path.relative_to(ROOT)).parent.mkdir(exist_ok=True)
+        shutil.copy2(path, tmp_path / path.relative_to(ROOT))
+    copies = module.notebooks(tmp_path)
+    assert len(copies) == len(learner_notebooks())
+
+    new = "https://github.com/someone/their-course"
+    changed = module.set_repository(new, root=tmp_path)
+    assert len(changed) == 1 + len(copies)
+    assert f"url: {new}\n" in (tmp_path / "_config.yml").read_text()
+    assert not install_problems(copies, new)
+    assert all(repository_url() not in p.read_text() for p in copies)
+
+    module.set_repository(repository_url(), root=tmp_path)  # and back: byte for byte the original files
+    assert (tmp_path / "_config.yml").read_bytes() == (ROOT / "_config.yml").read_bytes()
+    assert all(c.read_bytes() == (ROOT / c.relative_to(tmp_path)).read_bytes() for c in copies)
+
+
+@pytest.mark.parametrize("url", ["github.com/a/b", "https://github.com/a/b/", "https://gitlab.com/a/b"])
+def test_set_repository_refuses_what_is_not_a_repository_address(url, tmp_path):
+    with pytest.raises(ValueError, match="url must look like https://github.com/OWNER/REPO"):
+        load_set_repository().set_repository(url, root=tmp_path)
