@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/test_website.py
+bash scripts/setup_sandbox.sh  # bubblewrap, for the grader's sandbox (tests/test_grade*.py)
 export PYTHONHASHSEED=0 TQDM_DISABLE=1
 .venv/bin/python -m pytest tests "$@"
 notebooks=$(find chapters exercises solutions model_card.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
