@@ -6,7 +6,6 @@ import csv
 import hashlib
 import json
 import os
-import shutil
 import signal
 import site
 import subprocess

@@ -69,7 +69,8 @@ class Settings:
 def detect_chapter(nb) -> str | None:
     """Which chapter a notebook is from, by its content, not its file name: the chapter named in the
     notebook's metadata, else the exercise module its code imports."""
-    meta = nb.metadata.get("nexttoken", {}).get("chapter") if isinstance(nb.metadata.get("nexttoken"), dict) else None
+    ours = nb.metadata.get("nexttoken")
+    meta = ours.get("chapter") if isinstance(ours, dict) else None
     if meta in CHAPTERS:
         return meta
     source = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and isinstance(c.source, str))
@@ -353,7 +354,6 @@ def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
         return [row("-", 0, 0, *problem)]
     try:
         nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-        code_cells = [c for c in nb.cells if c.cell_type == "code"]
     except Exception as exc:
         return [row("-", 0, 0, "invalid_notebook", f"not a readable notebook: {type(exc).__name__}: {exc}")]
     chapter_name = detect_chapter(nb)
@@ -366,7 +366,7 @@ def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
     skip: dict[int, str] = {}  # code cells that hung or crashed: skipped in later runs
     pending = list(tasks)
     budget_end = time.monotonic() + settings.notebook_timeout
-    while pending and len(skip) <= len(code_cells):
+    while pending:
         run = run_once(data, chapter_name, pending, set(skip), settings, slot, budget_end)
         for number, error in run.cell_errors.items():
             cell_errors.setdefault(number, error)
@@ -388,12 +388,16 @@ def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
             for name in pending:
                 results[name] = ("grader_error" if status != "crashed" else "crashed", detail)
             break
-        if where[0] == "cell":  # charge the cell, not the tasks: skip it and run the rest again
+        if where[0] == "cell" and where[1] not in skip:  # charge the cell, not the tasks: skip it, run again
             skip[where[1]] = f"code cell {where[1]} {detail}" if status == "timeout" else \
                 f"code cell {where[1]} stopped the process ({status}: {detail})"
-        elif where[1] in pending:
+        elif where[0] == "task" and where[1] in pending:
             results[where[1]] = (status, f"{tasks[where[1]].function}: {detail}")
             pending.remove(where[1])
+        else:  # no progress to make by running again (it stopped somewhere already charged)
+            for name in pending:
+                results[name] = (status, f"your notebook stopped: {detail}")
+            break
 
     notes = [f"your {text}" for text in skip.values()]
     notes += [f"your code cell {n} raised {e}" for n, e in sorted(cell_errors.items()) if n not in skip]
@@ -495,7 +499,8 @@ def parse_args(argv):
                    help=f"MB, the largest file a submission may write (default {limits.file_size_mb})")
     p.add_argument("--cpu-time", type=positive_int, default=None,
                    help="CPU seconds per process (default: --notebook-timeout)")
-    p.add_argument("--max-size", type=positive_int, default=20, help="MB, the largest submission read (default 20)")
+    p.add_argument("--max-size", type=positive_int, default=20,
+                   help="MB, the largest submission file read (default 20)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without bubblewrap: ONLY for trusted submissions")
     return p.parse_args(argv)

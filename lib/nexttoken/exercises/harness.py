@@ -244,8 +244,12 @@ def main(argv=None):
             outcomes = task_run(task, watched(fn, library[task.name], called))
         now = dict(watch())
         tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
-        send({"record": task.name, "outcomes": [[str(kind)[:40], encode(value)] for kind, value in outcomes],
-              "library": sorted(called), "tampered": tampered[:5]})
+        try:
+            sent = [[str(kind)[:40], encode(value)] for kind, value in outcomes]
+            json.dumps(sent)
+        except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
+            sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
+        send({"record": task.name, "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]})
     send({"done": True})
     sys.stdout.flush()
     os._exit(0)  # no atexit hooks or threads of the learner's run after the report
