@@ -437,11 +437,14 @@ def test_the_notebook_budget_bounds_reruns(tmp_path):
 
 
 def test_reasons_use_the_learners_cell_numbers(tmp_path):
-    notebook(tmp_path / "numbers.ipynb", HEADER, GOOD[0], "import does_not_exist\n", GOOD[2], markdown_first=True)
+    # IPython syntax in a cell (a magic, a shell command) does not hide the definitions beside it.
+    notebook(tmp_path / "numbers.ipynb", HEADER, "%time x = 1\n!true\n" + GOOD[0], "import does_not_exist\n",
+             GOOD[2], markdown_first=True)
     result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--",
                              "numbers.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     rows = {r["task"]: r for r in read_rows(tmp_path / "grades.csv")}
+    assert rows["ch02.q1"]["status"] == "passed"
     assert rows["ch02.q2"]["status"] == "missing"
     assert "your code cell 3 raised ModuleNotFoundError" in rows["ch02.q2"]["reason"]
 

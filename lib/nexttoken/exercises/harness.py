@@ -51,6 +51,11 @@ def code_cells(notebook_path: str) -> list[str]:
 def to_python(source: str) -> str:
     """IPython syntax (%magics, !shell) as plain Python, as Jupyter would run it."""
     try:
+        ast.parse(source)
+        return source  # plain Python already (most cells): no need to import IPython
+    except SyntaxError:
+        pass
+    try:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:
         return source
