@@ -487,6 +487,14 @@ def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
     assert [r["status"] for r in read_rows(tmp_path / "grades.csv")] == ["passed"] * 3
 
 
+def test_limits_too_small_for_torch_are_refused_up_front(tmp_path):
+    notebook(tmp_path / "good.ipynb", HEADER, *GOOD)
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--memory", "200",
+                             "--", "good.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "--memory" in result.stderr
+    assert not (tmp_path / "grades.csv").exists()
+
+
 @pytest.mark.parametrize("args, named", [(["--jobs", "0"], "--jobs"), (["--timeout", "x"], "--timeout"),
                                          (["--memory", "-5"], "--memory")])
 def test_bad_options_are_named(tmp_path, args, named):

@@ -384,9 +384,10 @@ def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
                 results[name] = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} s "
                                             "(--notebook-timeout) ran out before this task was recorded")
             break
-        if where is None:  # nothing of the learner's ran yet
+        if where is None:  # it stopped before any of the learner's code ran: the grader's side
             for name in pending:
-                results[name] = ("grader_error" if status != "crashed" else "crashed", detail)
+                results[name] = ("grader_error", f"the sandbox stopped while starting ({status}: {detail}); "
+                                                 "are --memory or --processes too small for torch?")
             break
         if where[0] == "cell" and where[1] not in skip:  # charge the cell, not the tasks: skip it, run again
             skip[where[1]] = f"code cell {where[1]} {detail}" if status == "timeout" else \
@@ -461,7 +462,11 @@ def read_previous(path: Path) -> list[dict]:
         reader = csv.DictReader(f)
         if reader.fieldnames != FIELDS:
             raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
-        return [{k: unescape(v) for k, v in r.items()} for r in reader]
+        rows = [{k: unescape(v or "") for k, v in r.items()} for r in reader]
+    for number, r in enumerate(rows, start=2):
+        if not (r["points"].isdigit() and r["max_points"].isdigit()):
+            raise SystemExit(f"--resume: {path} line {number}: points are not whole numbers")
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ class Limits:
     memory_mb: int = 2048  # address space per process (importing torch alone reserves about 600 MB)
     processes: int = 64  # processes and threads of the sandbox's user
     file_size_mb: int = 16  # largest file it may write
-    cpu_s: int = 300  # CPU seconds per process (the wall-clock budget is the grader's --notebook-timeout)
+    cpu_s: int = 600  # CPU seconds per process (the grader sets it to its --notebook-timeout)
     tmp_mb: int = 64  # size of each private tmpfs (/tmp, HOME, /submission)
 
     def __post_init__(self):
@@ -151,17 +151,22 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, slot: int) 
 
 
 def check_bwrap(limits: Limits) -> str | None:
-    """None when a sandbox can start here, else why not (missing, or user namespaces disabled)."""
+    """None when a sandbox with these limits can start here and import the tasks (torch), else why not:
+    bubblewrap missing, user namespaces disabled, or limits too small."""
     if bwrap_path() is None:
         return INSTALL_MESSAGE
     r, w = os.pipe()
     os.write(w, b"{}")
     os.close(w)
     try:
-        result = subprocess.run(bwrap_command([sys.executable, "-c", "pass"], limits, r, 0),
-                                pass_fds=(r,), capture_output=True, text=True, timeout=60)
+        probe = [sys.executable, "-c", "import nexttoken.exercises.task"]
+        result = subprocess.run(bwrap_command(probe, limits, r, 0),
+                                pass_fds=(r,), capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "a sandbox did not start Python and torch within 300 s: is the machine overloaded?"
     finally:
         os.close(r)
     if result.returncode != 0:
-        return f"bubblewrap is installed but could not start a sandbox here: {result.stderr.strip()[:500]}"
+        return (f"bubblewrap is installed but a sandbox with these limits could not start Python and torch "
+                f"(see --memory, --processes):\n{result.stderr.strip()[-800:]}")
     return None
