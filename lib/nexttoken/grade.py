@@ -39,7 +39,7 @@ from . import sandbox
 from .exercises import CHAPTERS, chapter
 
 FIELDS = ["submission", "task", "points", "max_points", "status", "reason"]
-MAX_REASON = 300  # characters of a reason in the CSV
+MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
 STARTUP_S = 120  # seconds a sandbox may take to start Python, torch and the tasks (no learner code yet)
 # What a recorded output may hold (everything else is that task's error).

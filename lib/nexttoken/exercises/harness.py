@@ -179,11 +179,12 @@ def recorder_parts(module, tasks):
 
     from . import harness, task as task_module
 
-    spaces = [("builtins", vars(builtins)), ("Task", vars(type(tasks[0])) if tasks else {}),
+    classes = {type(t) for t in tasks}
+    spaces = [("builtins", vars(builtins)), *((cls.__name__, vars(cls)) for cls in classes),
               ("nexttoken.exercises.task", vars(task_module)), ("nexttoken.exercises.harness", vars(harness)),
               (module.__name__, vars(module)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
               ("the recorder", globals())]
-    spaces += [(f"{module.__name__}.{t.name}", vars(t)) for t in tasks]
+    spaces += [(f"{module.__name__}.{t.name}", getattr(t, "__dict__", {})) for t in tasks]
 
     def parts():
         return [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
@@ -226,7 +227,7 @@ def main(argv=None):
     skip = {int(n) for n in args.skip_cells.split(",") if n}
     watch = recorder_parts(module, tasks)
     before = {label: value for label, value in watch()}
-    task_run = type(tasks[0]).run if tasks else None
+    runs = {task.name: type(task).run for task in tasks}  # the method itself, before any learner code
 
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     for number, source in enumerate(code_cells(args.notebook), start=1):
@@ -246,7 +247,7 @@ def main(argv=None):
         if not callable(fn):
             outcomes = [("missing", f"the notebook does not define a function named {task.function}")]
         else:
-            outcomes = task_run(task, watched(fn, library[task.name], called))
+            outcomes = runs[task.name](task, watched(fn, library[task.name], called))
         now = dict(watch())
         tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
         try:
