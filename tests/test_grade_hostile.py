@@ -21,6 +21,7 @@ import pytest
 import nexttoken
 from nexttoken import grade as grade_module
 from nexttoken import sandbox
+from nexttoken.exercises import chapter
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(nexttoken.__file__).resolve().parent
@@ -42,7 +43,12 @@ GOOD = [
     "    return scores.masked_fill(~causal_mask(T), float('-inf'))\n",
     "def attention_weights(q, k):\n    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
     "    return torch.softmax(mask_scores(scores), dim=-1)\n",
+    "def padded_causal_mask(attention_mask):\n"
+    "    return causal_mask(attention_mask.shape[-1]) & attention_mask.bool()[:, None, :]\n",
 ]
+CH02 = [f"ch02.{name}" for name in chapter("ch02").TASKS]  # GOOD answers every one of them
+CH05 = [f"ch05.{name}" for name in chapter("ch05").TASKS]
+FULL = {task: ("passed", 1) for task in CH02}
 DAEMON = ("import time\ntime.sleep(3)\ntry:\n    open({csv!r}, 'w').write('pwned')\nexcept OSError:\n    pass\n"
           "time.sleep(60)\n")
 # q2 and q3 that do not use the notebook's causal_mask: they stay right when an attack replaces it.
@@ -50,9 +56,11 @@ OWN = [
     "def mask_scores(scores):\n    T = scores.shape[-1]\n"
     "    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf'))\n",
     GOOD[2],
+    "def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
+    "    return torch.ones(T, T, dtype=torch.bool).tril() & attention_mask.bool()[:, None, :]\n",
 ]
 STUBS = [f"def {name}(*args):\n    raise NotImplementedError\n"
-         for name in ("causal_mask", "mask_scores", "attention_weights")]
+         for name in ("causal_mask", "mask_scores", "attention_weights", "padded_causal_mask")]
 
 
 def notebook(path: Path, *cells: str, chapter="ch02", markdown_first=False) -> Path:
@@ -255,7 +263,7 @@ def batch(tmp_path_factory):
                 return a
             """), *OWN],
         # A hang inside the learner's own check cell: costs only that task.
-        "check_hang": [HEADER, *GOOD[:2], "q1, q2, q3 = ch02.q1, ch02.q2, ch02.q3\n",
+        "check_hang": [HEADER, GOOD[0], GOOD[1], GOOD[3], "q1, q2, q3 = ch02.q1, ch02.q2, ch02.q3\n",
                        "def attention_weights(q, k):\n    while True:\n        pass\n",
                        "q1.check(causal_mask)\n", "ch02.q2.check = lambda fn: time.sleep(10 ** 6)\n",
                        "q2.check(mask_scores)\n", "q3.check(attention_weights)\n"],
@@ -306,13 +314,10 @@ def statuses(batch, name):
     return {t: (r["status"], int(r["points"])) for t, r in by_submission(batch["rows"])[name].items()}
 
 
-FULL = {"ch02.q1": ("passed", 1), "ch02.q2": ("passed", 1), "ch02.q3": ("passed", 1)}
-
-
 def test_correct_submissions_keep_full_marks(batch):
     for name in ("good.ipynb", "good_too.ipynb", "--timeout=1.ipynb", "display_flood.ipynb"):
         assert statuses(batch, name) == FULL, name
-    assert statuses(batch, "ch05_solution.ipynb") == {"ch05.q1": ("passed", 1), "ch05.q2": ("passed", 1)}
+    assert statuses(batch, "ch05_solution.ipynb") == {task: ("passed", 1) for task in CH05}
 
 
 def test_nothing_outside_the_sandboxes_changed(batch):
@@ -329,7 +334,7 @@ def test_the_csv_is_complete(batch):
     assert set(grades) == set(batch["names"])
     for name, rows in grades.items():
         if name not in ("fifo.ipynb", "zero.ipynb"):
-            assert set(rows) in ({"ch02.q1", "ch02.q2", "ch02.q3"}, {"ch05.q1", "ch05.q2"}), name
+            assert set(rows) in (set(CH02), set(CH05)), name
 
 
 def test_attacks_score_nothing(batch):
@@ -351,19 +356,18 @@ def test_a_patched_recorder_is_reported_not_graded(batch):
 def test_output_bombs_cost_only_their_task(batch):
     stride0, nested = statuses(batch, "bomb_stride0.ipynb"), statuses(batch, "bomb_nested.ipynb")
     assert stride0["ch02.q1"][0] in ("error", "crashed") and nested["ch02.q1"][0] in ("error", "timeout")
-    assert stride0["ch02.q2"] == nested["ch02.q2"] == ("passed", 1)
+    assert all(stride0[t] == nested[t] == ("passed", 1) for t in CH02[1:])
     assert len(batch["csv_text"]) < 100_000  # nothing huge reached the CSV
 
 
 def test_a_hang_in_a_check_cell_costs_only_the_hanging_task(batch):
-    assert statuses(batch, "check_hang.ipynb") == {"ch02.q1": ("passed", 1), "ch02.q2": ("passed", 1),
-                                                   "ch02.q3": ("timeout", 0)}
+    assert statuses(batch, "check_hang.ipynb") == {**FULL, "ch02.q3": ("timeout", 0)}
 
 
 def test_limits_contain_fork_bombs_and_memory_hogs(batch):
     for name in ("fork_bomb.ipynb", "memory_hog.ipynb"):
         rows = statuses(batch, name)
-        assert rows["ch02.q1"][1] == 0 and rows["ch02.q2"] == rows["ch02.q3"] == ("passed", 1), name
+        assert rows["ch02.q1"][1] == 0 and all(rows[t] == ("passed", 1) for t in CH02[1:]), name
 
 
 def test_the_instructors_environment_does_not_reach_the_submission(batch):
@@ -398,13 +402,13 @@ def test_a_killed_grader_keeps_its_grades_and_resume_goes_on(tmp_path):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out = tmp_path / "grades.csv"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and "a_good.ipynb,ch02.q3" not in (out.read_text() if out.exists() else ""):
+    while time.monotonic() < deadline and f"a_good.ipynb,{CH02[-1]}" not in (out.read_text() if out.exists() else ""):
         time.sleep(0.2)
     time.sleep(2)  # b_slow is now inside its sleep
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     rows = read_rows(out)
-    assert [(r["submission"], r["status"]) for r in rows] == [("a_good.ipynb", "passed")] * 3
+    assert [(r["submission"], r["status"]) for r in rows] == [("a_good.ipynb", "passed")] * len(CH02)
     time.sleep(1)
     assert survivors() == []  # the sandbox died with the grader
     assert not list(tmp_path.glob(".grades.csv.*"))  # no temporary file left behind
@@ -415,12 +419,13 @@ def test_a_killed_grader_keeps_its_grades_and_resume_goes_on(tmp_path):
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     grades = by_submission(read_rows(out))
-    assert [r["status"] for r in grades["a_good.ipynb"].values()] == ["passed"] * 3
-    assert [r["status"] for r in grades["b_slow.ipynb"].values()] == ["passed"] * 3  # the hung cell skipped
+    assert [r["status"] for r in grades["a_good.ipynb"].values()] == ["passed"] * len(CH02)
+    assert [r["status"] for r in grades["b_slow.ipynb"].values()] == ["passed"] * len(CH02)  # hung cell skipped
     book = read_rows(tmp_path / "book.csv")
-    assert list(book[0]) == ["submission", "ch02.q1", "ch02.q2", "ch02.q3", "total", "max_points"]
-    assert [(b["submission"], b["total"], b["max_points"]) for b in book] == [
-        ("a_good.ipynb", "3", "3"), ("b_slow.ipynb", "3", "3")]
+    assert list(book[0]) == ["submission", *CH02, "total", "max_points"]
+    n = str(len(CH02))
+    assert [(b["submission"], b["total"], b["max_points"]) for b in book] == [("a_good.ipynb", n, n),
+                                                                             ("b_slow.ipynb", n, n)]
 
 
 def test_the_notebook_budget_bounds_reruns(tmp_path):
@@ -484,7 +489,7 @@ def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
                              text=True, timeout=300, env=env)
     assert trusted.returncode == 0, trusted.stderr
     assert "trusted" in trusted.stderr
-    assert [r["status"] for r in read_rows(tmp_path / "grades.csv")] == ["passed"] * 3
+    assert [r["status"] for r in read_rows(tmp_path / "grades.csv")] == ["passed"] * len(CH02)
 
 
 def test_limits_too_small_for_torch_are_refused_up_front(tmp_path):
