@@ -16,8 +16,9 @@ writes one JSON message per line, each carrying that nonce, to the descriptor th
 
 Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
 ``{"dtype", "shape", "data" (base64 of the contiguous bytes)}``. The grader trusts none of it: it checks
-every message before judging (``nexttoken.grade``). "library" names the library functions a task's
-reference uses that the learner's function called directly (reported to the instructor, not penalised).
+every message before judging (``nexttoken.grade``). "library" names the library functions the task
+re-implements (the one with its function's name, or the one its reference delegates to) that ran while
+the learner's function did (reported to the instructor, not penalised).
 "tampered" names the recorder's parts (Task.run, the task's cases, the harness, builtins, torch.Tensor
 methods) that the learner's code replaced: that task is then not graded.
 
