@@ -19,6 +19,7 @@ if [ "${1:-}" = "--fast" ]; then
   shift
 fi
 bash scripts/setup.sh
+bash scripts/setup_sandbox.sh  # bubblewrap, for the grader's sandbox (tests/test_grade*.py)
 export PYTHONHASHSEED=0 TQDM_DISABLE=1
 if $fast; then
   exec .venv/bin/python -m pytest tests -m "not slow" "$@"

@@ -1,6 +1,8 @@
 """The batch grader: solutions score full marks, stubs score zero, and hostile submissions are contained."""
 
 import csv
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +11,10 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Without bubblewrap the grader refuses to run: skip, except under CI=true, where the tests then fail.
+pytestmark = [pytest.mark.slow,  # graded batches of notebooks: minutes, not seconds
+              pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
+                                 reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
 
 CH02_GOOD = {
     "causal_mask": "def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()\n",
@@ -61,8 +67,9 @@ def hostile_grades(tmp_path_factory):
         notebook(d / "endless_function.ipynb", HEADER, good[0],
                  "def mask_scores(scores):\n    while True:\n        try:\n            pass\n"
                  "        except KeyboardInterrupt:\n            pass\n", good[2]),
-        notebook(d / "endless_cell.ipynb", HEADER, *good, "while True:\n    try:\n        pass\n"
-                 "    except KeyboardInterrupt:\n        pass\n"),
+        notebook(d / "endless_cell.ipynb", HEADER, *good, "def forever():\n    while True:\n        try:\n"
+                 "            pass\n        except KeyboardInterrupt:\n            pass\n",
+                 "state = forever()\n"),
         notebook(d / "kernel_exit.ipynb", HEADER, *good[:2],
                  "def attention_weights(q, k):\n    import os\n    os._exit(1)\n"),
         notebook(d / "flood.ipynb", HEADER, *good, "for _ in range(50):\n    print('x' * 100_000)\n'y' * 5_000_000\n"),
@@ -110,15 +117,14 @@ def test_endless_loop_in_a_function_times_out_alone(hostile_grades):
     assert rows["ch02.q1"] == ("passed", 1)
 
 
-def test_endless_loop_at_top_level_zeroes_the_notebook(hostile_grades):
+def test_a_cell_that_hangs_is_skipped_and_costs_no_task(hostile_grades):
     rows = hostile_grades["endless_cell.ipynb"]
-    assert all(r["status"] == "timeout" and r["points"] == "0" for r in rows.values())
-    assert "ran past 8 s" in rows["ch02.q1"]["reason"]
+    assert all(r["status"] == "passed" and r["points"] == "1" for r in rows.values())
 
 
 def test_a_dying_kernel_costs_only_its_task(hostile_grades):
     rows = statuses(hostile_grades["kernel_exit.ipynb"])
-    assert rows["ch02.q3"] == ("kernel_died", 0)
+    assert rows["ch02.q3"] == ("crashed", 0)
     assert rows["ch02.q1"] == ("passed", 1) and rows["ch02.q2"] == ("passed", 1)
 
 
@@ -151,8 +157,18 @@ def test_solutions_score_full_marks_and_exercises_zero(tmp_path):
     grades = grade(copies, tmp_path, timeout=60)
     for name, rows in grades.items():
         if name.startswith("solution"):
-            assert all(r["status"] == "passed" and r["points"] == r["max_points"] for r in rows.values()), rows
+            assert all(r["status"] == "passed" and r["points"] == r["max_points"] and "reported" not in r["reason"]
+                       for r in rows.values()), \
+                [(r["status"], r["reason"]) for r in rows.values()]
         else:
             assert all(r["status"] == "not_implemented" and r["points"] == "0" for r in rows.values()), rows
     chapters = {task.split(".")[0] for rows in grades.values() for task in rows}
     assert chapters >= {"ch01", "ch02", "ch03", "ch04", "ch05", "ch06"}
+
+
+def test_the_throughput_benchmark_runs():
+    """bench/grade_throughput.py still works (one copy); its figures are reported there, never asserted."""
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "grade_throughput.py"), "--n", "1"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "sandbox overhead with --jobs 1" in result.stdout

@@ -1,36 +1,274 @@
-"""The code the grader runs inside a learner's kernel: call their function, save only its outputs.
+"""The grader's recorder: runs inside a submission's sandbox, calls the learner's functions, reports outputs.
 
-Judging happens in the grader's own process, against the reference, so nothing a notebook redefines
-or patches (checks, helpers, the library) changes a grade.
+    python -m nexttoken.exercises.harness NOTEBOOK CHAPTER --tasks q1,q2 [--skip-cells 3,5] --out-fd 3
+
+A fresh process that first loads the chapter's tasks, then runs only the learner's *definitions* (imports,
+``def``, ``class`` and assignments to plain names; no calls for effect such as ``qN.check(...)``,
+``display``, loops, or patches like ``Task.run = ...``), then calls each task's function on its test
+inputs. It reads a one-line nonce from stdin (before any learner code runs; stdin is then closed) and
+writes one JSON message per line, each carrying that nonce, to the descriptor the grader passed:
+
+    {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
+    {"cell_error": N, "error": "..."}
+    {"task": "q1"}                   about to call the function of task q1
+    {"record": "q1", "outcomes": [[kind, value], ...], "library": [...], "tampered": [...]}
+    {"done": true}
+
+Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
+``{"dtype", "shape", "data" (base64 of the contiguous bytes)}``. The grader trusts none of it: it checks
+every message before judging (``nexttoken.grade``). "library" names the library functions the task
+re-implements (the one with its function's name, or the one its reference delegates to) that ran while
+the learner's function did (reported to the instructor, not penalised).
+"tampered" names the recorder's parts (Task.run, the task's cases, the harness, builtins, torch.Tensor
+methods) that the learner's code replaced: that task is then not graded.
+
+This process is the learner's, so none of this is a wall: code that digs through memory can still make
+its *own* outputs anything it can compute. The sandbox, not this file, keeps everyone else safe.
 """
 
-import torch
+import argparse
+import ast
+import base64
+import json
+import os
+import sys
 
-from . import chapter
-
-
-def record(chapter_name: str, task_name: str, namespace: dict, path: str) -> None:
-    """Run task ``task_name`` of ``chapter_name`` on the function the notebook defines; save outcomes."""
-    task = getattr(chapter(chapter_name), task_name)
-    fn = namespace.get(task.function)
-    if not callable(fn):
-        outcomes = [("missing", f"the notebook does not define a function named {task.function}")]
-    else:
-        outcomes = task.run(fn)
-    torch.save(outcomes, path)
+MAX_STRING = 500  # characters of an error message or string output sent back
+MAX_LIST = 64
 
 
-SILENCE_SOURCE = """\
-# Grader: the notebook's printed output and displayed values are not needed (and may be huge).
-import os as _os, sys as _sys
-_sys.stdout = _sys.stderr = open(_os.devnull, "w")
-get_ipython().ast_node_interactivity = "none"
-"""
+def code_cells(notebook_path: str) -> list[str]:
+    """The source of each code cell, in order: the learner's "code cell N" is index N - 1."""
+    with open(notebook_path, encoding="utf-8") as f:
+        nb = json.load(f)
+    cells = []
+    for cell in nb.get("cells", []):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            cells.append("".join(source) if isinstance(source, list) else str(source))
+    return cells
 
 
-def record_source(chapter_name: str, task_name: str, path: str) -> str:
-    """The cell the grader appends to a submission to record one task."""
-    return (
-        "from nexttoken.exercises.harness import record as _record\n"
-        f"_record({chapter_name!r}, {task_name!r}, globals(), {path!r})\n"
-    )
+def to_python(source: str) -> str:
+    """IPython syntax (%magics, !shell) as plain Python, as Jupyter would run it."""
+    try:
+        ast.parse(source)
+        return source  # plain Python already (most cells): no need to import IPython
+    except SyntaxError:
+        pass
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return source
+    return TransformerManager().transform_cell(source)
+
+
+def _is_definition(node) -> bool:
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [t for target in targets for t in ast.walk(target)
+                 if not isinstance(t, (ast.Name, ast.Tuple, ast.List, ast.Store, ast.Starred))]
+        return not names and (not isinstance(node, ast.AnnAssign) or node.value is not None)
+    return False
+
+
+def definitions(source: str) -> ast.Module:
+    """The statements of a cell that define names; the rest (calls for effect, loops, attribute or item
+    assignments) is what a notebook does for show or to patch things, and does not run while grading."""
+    tree = ast.parse(source)
+
+    def keep(body):
+        kept = []
+        for node in body:
+            if _is_definition(node):
+                kept.append(node)
+            elif isinstance(node, ast.If):  # e.g. "if 'google.colab' in sys.modules:" around imports
+                node.body, node.orelse = keep(node.body) or [ast.Pass()], keep(node.orelse)
+                kept.append(node)
+            elif isinstance(node, ast.Try):  # e.g. try: import x / except ImportError: ...
+                node.body = keep(node.body) or [ast.Pass()]
+                for handler in node.handlers:
+                    handler.body = keep(handler.body) or [ast.Pass()]
+                node.orelse, node.finalbody = keep(node.orelse), keep(node.finalbody)
+                kept.append(node)
+        return kept
+
+    tree.body = keep(tree.body)
+    return tree
+
+
+def encode(value, depth: int = 0):
+    """A learner's output as JSON-able plain data (the grader validates it again)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                "data": base64.b64encode(raw).decode("ascii")}
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value[:MAX_STRING]
+    if isinstance(value, (list, tuple)) and depth < 4:
+        return [encode(v, depth + 1) for v in value[:MAX_LIST]]
+    return f"<an object of type {type(value).__name__}>"
+
+
+def library_functions(task) -> set:
+    """Code objects of the library functions a task's answer re-implements: a nexttoken function (outside
+    nexttoken.exercises) with the task's function name, or one whose result the reference returns as its
+    own (the reference is a thin wrapper of it, e.g. ``lambda T: causal_mask(T)``, even through a
+    decorator such as torch.no_grad)."""
+    import types
+
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../nexttoken
+    exercises = os.path.dirname(os.path.abspath(__file__))
+    found = set()
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("nexttoken") and not name.startswith("nexttoken.exercises"):
+            fn = getattr(mod, task.function, None)
+            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename.startswith(ours):
+                found.add(fn.__code__)
+
+    returned = []
+
+    def called_by_exercises(frame) -> bool:
+        """Called from the task's code, perhaps through wrappers outside nexttoken (torch.no_grad)."""
+        caller = frame.f_back
+        while caller is not None and not caller.f_code.co_filename.startswith(ours):
+            caller = caller.f_back
+        return caller is not None and caller.f_code.co_filename.startswith(exercises)
+
+    def profile(frame, event, arg):
+        name = frame.f_code.co_filename
+        if event == "return" and name.startswith(ours) and not name.startswith(exercises) \
+                and called_by_exercises(frame):
+            returned.append((frame.f_code, arg))
+
+    from .task import copy_args
+
+    sys.setprofile(profile)
+    try:
+        result = task.reference(*copy_args(task.cases()[0]))
+    except Exception:
+        result = None
+    finally:
+        sys.setprofile(None)
+    return found | {code for code, value in returned if result is not None and value is result}
+
+
+def watched(fn, library: set, called: set):
+    """``fn``, noting the ``library`` functions called while it runs."""
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in library:
+            called.add(f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}")
+
+    def call(*args, **kwargs):
+        sys.setprofile(profile)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+
+    return call
+
+
+_MISSING = object()
+
+
+def recorder_parts(module, tasks):
+    """A function listing (label, object) for every part of the recorder a learner's code could replace
+    to change what gets recorded: compared by identity before and after their code runs."""
+    import builtins
+
+    import torch
+
+    from . import harness, task as task_module
+
+    classes = {type(t) for t in tasks}
+    spaces = [("builtins", vars(builtins)), *((cls.__name__, vars(cls)) for cls in classes),
+              ("nexttoken.exercises.task", vars(task_module)), ("nexttoken.exercises.harness", vars(harness)),
+              (module.__name__, vars(module)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
+              ("the recorder", globals())]
+    spaces += [(f"{module.__name__}.{t.name}", getattr(t, "__dict__", {})) for t in tasks]
+
+    def parts():
+        return [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
+                if not (label == "builtins" and name.startswith("_"))]  # the REPL's "_" and friends
+
+    return parts
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m nexttoken.exercises.harness")
+    parser.add_argument("notebook")
+    parser.add_argument("chapter")
+    parser.add_argument("--tasks", required=True)
+    parser.add_argument("--skip-cells", default="")
+    parser.add_argument("--out-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+
+    out_fd, write, dumps = args.out_fd, os.write, json.dumps  # held before any learner code runs
+    nonce = sys.stdin.readline().strip()  # known to this process only: the learner's code cannot read stdin
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+
+    def send(message: dict) -> None:
+        data = (dumps({**message, "nonce": nonce}) + "\n").encode()
+        while data:
+            data = data[write(out_fd, data):]
+
+    # Printed and displayed output is not graded and may be huge: it goes nowhere.
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+
+    import torch
+
+    torch.set_num_threads(1)
+    from . import chapter
+
+    module = chapter(args.chapter)
+    tasks = [getattr(module, name) for name in args.tasks.split(",") if name]
+    library = {task.name: library_functions(task) for task in tasks}
+    skip = {int(n) for n in args.skip_cells.split(",") if n}
+    watch = recorder_parts(module, tasks)
+    before = {label: value for label, value in watch()}
+    runs = {task.name: type(task).run for task in tasks}  # the method itself, before any learner code
+
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    for number, source in enumerate(code_cells(args.notebook), start=1):
+        if number in skip:
+            continue
+        send({"cell": number})
+        try:
+            code = compile(definitions(to_python(source)), f"<code cell {number}>", "exec")
+            exec(code, namespace)
+        except BaseException as exc:  # the learner's error, reported with their cell number
+            send({"cell_error": number, "error": f"{type(exc).__name__}: {exc}"[:MAX_STRING]})
+
+    for task in tasks:
+        send({"task": task.name})
+        fn = namespace.get(task.function)
+        called: set = set()
+        if not callable(fn):
+            outcomes = [("missing", f"the notebook does not define a function named {task.function}")]
+        else:
+            outcomes = runs[task.name](task, watched(fn, library[task.name], called))
+        now = dict(watch())
+        tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
+        try:
+            sent = [[str(kind)[:40], encode(value)] for kind, value in outcomes]
+            json.dumps(sent)
+        except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
+            sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
+        send({"record": task.name, "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]})
+    send({"done": True})
+    sys.stdout.flush()
+    os._exit(0)  # no atexit hooks or threads of the learner's run after the report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,553 @@
+"""A hostile batch: submissions that attack the grader, the package, each other and the machine, graded
+together with correct ones. The correct ones keep full marks, nothing outside the sandboxes changes, no
+process of the batch survives, and the CSV is complete."""
+
+import csv
+import hashlib
+import json
+import os
+import signal
+import site
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import nexttoken
+from nexttoken import grade as grade_module
+from nexttoken import sandbox
+from nexttoken.exercises import chapter
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(nexttoken.__file__).resolve().parent
+MARK = f"hostile-{uuid.uuid4().hex[:12]}"  # in the argv of every process an attack leaves behind
+SECRET = f"instructor-secret-{uuid.uuid4().hex[:8]}"
+# Small limits keep the batch short (a few seconds per hang).
+LIMITS = ["--timeout", "6", "--notebook-timeout", "90", "--memory", "1536", "--processes", "32",
+          "--file-size", "4", "--jobs", "2"]
+
+
+# Without bubblewrap the grader refuses to run: skip, except under CI=true, where the tests then fail.
+pytestmark = [pytest.mark.slow,  # graded batches of notebooks: minutes, not seconds
+              pytest.mark.skipif(sandbox.bwrap_path() is None and os.environ.get("CI", "").lower() != "true",
+                                 reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
+
+HEADER = "import math, os, sys, time\nimport torch\nimport nexttoken\nfrom nexttoken.exercises import ch02\n"
+GOOD = [
+    "def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()\n",
+    "def mask_scores(scores):\n    T = scores.shape[-1]\n"
+    "    return scores.masked_fill(~causal_mask(T), float('-inf'))\n",
+    "def attention_weights(q, k):\n    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+    "    return torch.softmax(mask_scores(scores), dim=-1)\n",
+    "def padded_causal_mask(attention_mask):\n"
+    "    return causal_mask(attention_mask.shape[-1]) & attention_mask.bool()[:, None, :]\n",
+]
+CH02 = [f"ch02.{name}" for name in chapter("ch02").TASKS]  # GOOD answers every one of them
+CH05 = [f"ch05.{name}" for name in chapter("ch05").TASKS]
+FULL = {task: ("passed", 1) for task in CH02}
+DAEMON = ("import time\ntime.sleep(3)\ntry:\n    open({csv!r}, 'w').write('pwned')\nexcept OSError:\n    pass\n"
+          "time.sleep(60)\n")
+# q2 and q3 that do not use the notebook's causal_mask: they stay right when an attack replaces it.
+OWN = [
+    "def mask_scores(scores):\n    T = scores.shape[-1]\n"
+    "    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf'))\n",
+    GOOD[2],
+    "def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
+    "    return torch.ones(T, T, dtype=torch.bool).tril() & attention_mask.bool()[:, None, :]\n",
+]
+STUBS = [f"def {name}(*args):\n    raise NotImplementedError\n"
+         for name in ("causal_mask", "mask_scores", "attention_weights", "padded_causal_mask")]
+
+
+def notebook(path: Path, *cells: str, chapter="ch02", markdown_first=False) -> Path:
+    made = [nbformat.v4.new_code_cell(c) for c in cells]
+    if markdown_first:  # markdown between code cells: "code cell N" must not count them
+        made = [x for c in made for x in (nbformat.v4.new_markdown_cell("Some text."), c)]
+    nb = nbformat.v4.new_notebook(cells=made)
+    nb.metadata["nexttoken"] = {"chapter": chapter}
+    nbformat.write(nb, path)
+    return path
+
+
+def source(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def attack(body: str) -> str:
+    """A causal_mask that runs ``body`` when the grader calls it, then is a stub: its task's status
+    "not_implemented" shows that the attack ran to its end."""
+    indented = textwrap.indent(source(body), " " * 8)
+    return ("def causal_mask(T):\n    try:\n" + indented
+            + "    except Exception:\n        pass\n    raise NotImplementedError\n")
+
+
+def tree_hash(folder: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(folder)).encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def outside_state(peers: list[Path]) -> dict:
+    """What no submission may change: the package, site-packages' .pth files, the instructor's IPython
+    startup folder and the other submissions."""
+    home = Path(os.path.expanduser("~"))
+    return {
+        "package": tree_hash(PACKAGE),
+        "pth": sorted(p.name for d in site.getsitepackages() for p in Path(d).glob("*.pth")),
+        "ipython": sorted(str(p) for p in (home / ".ipython").rglob("*") if "startup" in p.parts),
+        **{f"peer {p.name}": hashlib.sha256(p.read_bytes()).hexdigest() for p in peers},
+    }
+
+
+def survivors() -> list[str]:
+    """Processes left by the batch: run by a sandbox's user id, or carrying the attacks' mark."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            uid = Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if MARK in cmdline or sandbox.FIRST_UID <= int(uid) < sandbox.FIRST_UID + 16:
+            found.append(f"{pid} (uid {uid}): {cmdline[:120]}")
+    return found
+
+
+def run_grader(folder: Path, names: list[str], *extra: str, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", *LIMITS, *extra,
+                           "--", *names], cwd=folder, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "NEXTTOKEN_SECRET": SECRET, **(env or {})})
+
+
+def read_rows(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    d = tmp_path_factory.mktemp("hostile")
+    good = notebook(d / "good.ipynb", HEADER, *GOOD)
+    good2 = notebook(d / "good_too.ipynb", HEADER, *GOOD, markdown_first=True)
+    ch05 = d / "ch05_solution.ipynb"
+    ch05.write_bytes((ROOT / "solutions" / "ch05.ipynb").read_bytes())
+    peers = [good, good2, ch05]
+    csv_path = d / "grades.csv"
+    home = os.path.expanduser("~")
+    daemon = DAEMON.format(csv=str(csv_path))
+    subs = {
+        # Rewrite the installed package (a later chapter 5 submission would score 0) and plant a .pth
+        # file and an IPython startup file that would run in every later process.
+        "package_rewrite": [HEADER, attack(r"""
+            import nexttoken.exercises as ex
+            for f in ('ch05.py', 'task.py', '__init__.py'):
+                try:
+                    open(os.path.join(os.path.dirname(ex.__file__), f), 'a').write('\nimport os; os._exit(3)\n')
+                except OSError:
+                    pass
+            """)],
+        "pth_file": [HEADER, attack(r"""
+            import site
+            for d in site.getsitepackages():
+                try:
+                    open(os.path.join(d, 'zz_hostile.pth'), 'w').write('import os; os._exit(4)\n')
+                except OSError:
+                    pass
+            """)],
+        "ipython_startup": [HEADER, attack(rf"""
+            for home in (os.path.expanduser('~'), {home!r}):
+                try:
+                    d = os.path.join(home, '.ipython', 'profile_default', 'startup')
+                    os.makedirs(d, exist_ok=True)
+                    open(os.path.join(d, '00-hostile.py'), 'w').write('import os; os._exit(5)\n')
+                except OSError:
+                    pass
+            """)],
+        # Find classmates' notebooks (by path, or through the grader's command line) and copy their answers.
+        "peer_read": [HEADER, *STUBS, source(rf"""
+            import json
+            def steal():
+                paths = [{str(good)!r}, {str(good2)!r}, 'good.ipynb', '../good.ipynb']
+                for pid in filter(str.isdigit, os.listdir('/proc')):
+                    try:
+                        args = open(f'/proc/{{pid}}/cmdline', 'rb').read().split(b'\0')
+                    except OSError:
+                        continue
+                    paths += [a.decode() for a in args if a.endswith(b'.ipynb') and b'/submission/' not in a]
+                for p in paths:
+                    try:
+                        cells = json.load(open(p))['cells']
+                    except Exception:
+                        continue
+                    for c in cells:
+                        src = ''.join(c['source'])
+                        if c['cell_type'] == 'code' and 'def ' in src and 'NotImplementedError' not in src:
+                            exec(src, globals())
+                return paths
+            """), "stolen = steal()\n"],
+        "peer_overwrite": [HEADER, attack(rf"""
+            for p in ({str(good)!r}, {str(good2)!r}, {str(ch05)!r}):
+                try:
+                    open(p, 'w').write('{{}}')
+                except OSError:
+                    pass
+            """)],
+        # A daemon (setsid + double fork) that would rewrite the grades after the batch.
+        "daemon": [HEADER, attack(rf"""
+            if os.fork() == 0:
+                os.setsid()
+                if os.fork() == 0:
+                    os.execv(sys.executable, [sys.executable, '-c', {daemon!r}, {MARK!r}])
+                os._exit(0)
+            time.sleep(0.5)
+            """)],
+        # Kill the grader (the parent) and everything else in sight.
+        "grader_kill": [HEADER, attack(r"""
+            import signal
+            for pid in [os.getppid()] + [int(p) for p in os.listdir('/proc') if p.isdigit()]:
+                if pid != os.getpid():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            """)],
+        # Replace the recorder so that stubs record the reference's outputs: at top level (does not run),
+        # then hidden in an assignment (runs, is detected, and the tasks are not graded).
+        "recorder_patch": [HEADER, *STUBS, source(r"""
+            import nexttoken.exercises.task as task_module
+            import nexttoken.exercises.harness as harness
+            task_module.Task.run = lambda self, fn: [('ok', self.reference(*a)) for a in self.cases()]
+            harness.record = lambda *a, **k: None
+            task_module.Task.evaluate = lambda self, outcomes: ('passed', 'all good')
+            """), "_patched = setattr(task_module.Task, 'run', "
+                  "lambda self, fn: [('ok', self.reference(*a)) for a in self.cases()])\n"],
+        # A thread that writes forged records wherever the recorder might write.
+        "forged_records": [HEADER, *STUBS, source(r"""
+            import threading, json
+            def forge():
+                import nexttoken.exercises.ch02 as c
+                for _ in range(200):
+                    for name in ('q1', 'q2', 'q3'):
+                        fake = {'dtype': 'bool', 'shape': [], 'data': ''}
+                        outs = [['ok', fake] for a in getattr(c, name).cases()]
+                        line = json.dumps({'record': name, 'outcomes': outs, 'nonce': None}) + '\n'
+                        for fd in range(3, 20):
+                            try:
+                                os.write(fd, line.encode())
+                            except OSError:
+                                pass
+                    time.sleep(0.01)
+            forger = threading.Thread(target=forge, daemon=True).start()
+            """)],
+        # Gigabytes of output, printed and displayed: graded normally.
+        "display_flood": [HEADER, *GOOD, source(r"""
+            from IPython.display import display
+            flood = [display('x' * 50_000_000) or print('y' * 50_000_000) for _ in range(10)]
+            """)],
+        # Outputs that would blow up the grader: a stride-0 expanded tensor, nested shared lists.
+        "bomb_stride0": [HEADER, source(r"""
+            def causal_mask(T):
+                return torch.zeros(1, dtype=torch.bool).expand(1 << 40)
+            """), *OWN],
+        "bomb_nested": [HEADER, source(r"""
+            def causal_mask(T):
+                a = [True]
+                for _ in range(40):
+                    a = [a, a]
+                return a
+            """), *OWN],
+        # A hang inside the learner's own check cell: costs only that task.
+        "check_hang": [HEADER, GOOD[0], GOOD[1], GOOD[3], "q1, q2, q3 = ch02.q1, ch02.q2, ch02.q3\n",
+                       "def attention_weights(q, k):\n    while True:\n        pass\n",
+                       "q1.check(causal_mask)\n", "ch02.q2.check = lambda fn: time.sleep(10 ** 6)\n",
+                       "q2.check(mask_scores)\n", "q3.check(attention_weights)\n"],
+        "fork_bomb": [HEADER, attack(r"""
+            while True:
+                try:
+                    os.fork()
+                except OSError:
+                    time.sleep(0.05)
+            """), *OWN],
+        "memory_hog": [HEADER, attack("hog = bytearray(8 * 1024 ** 3)\n"), *OWN],
+        "environment": [HEADER, source(r"""
+            def causal_mask(T):
+                raise ValueError(' '.join(sorted(os.environ)) + str(os.environ.get('NEXTTOKEN_SECRET')))
+            """), *OWN],
+    }
+    names = []
+    for name, cells in subs.items():
+        notebook(d / f"{name}.ipynb", *cells)
+        names.append(f"{name}.ipynb")
+    os.mkfifo(d / "fifo.ipynb")
+    (d / "zero.ipynb").symlink_to("/dev/zero")
+    (d / "--timeout=1.ipynb").write_bytes(good.read_bytes())  # a name that looks like an option
+    (d / '=HYPERLINK("x.example","y").ipynb').write_bytes(good.read_bytes())
+    names = ["good.ipynb", *names[:6], "good_too.ipynb", *names[6:], "ch05_solution.ipynb", "fifo.ipynb",
+             "zero.ipynb", "--timeout=1.ipynb", '=HYPERLINK("x.example","y").ipynb']
+
+    before = outside_state(peers)
+    start = time.monotonic()
+    result = run_grader(d, names)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = outside_state(peers)
+    csv_text = csv_path.read_text()
+    time.sleep(4)  # the daemon would write 3 s after its start
+    return dict(folder=d, names=names, rows=read_rows(csv_path), before=before, after=after,
+                csv_text=csv_text, csv_later=csv_path.read_text(), survivors=survivors(), elapsed=elapsed)
+
+
+def by_submission(rows):
+    out = {}
+    for r in rows:
+        out.setdefault(r["submission"].removeprefix("'"), {})[r["task"]] = r
+    return out
+
+
+def statuses(batch, name):
+    return {t: (r["status"], int(r["points"])) for t, r in by_submission(batch["rows"])[name].items()}
+
+
+def test_correct_submissions_keep_full_marks(batch):
+    for name in ("good.ipynb", "good_too.ipynb", "--timeout=1.ipynb", "display_flood.ipynb"):
+        assert statuses(batch, name) == FULL, name
+    assert statuses(batch, "ch05_solution.ipynb") == {task: ("passed", 1) for task in CH05}
+
+
+def test_nothing_outside_the_sandboxes_changed(batch):
+    assert batch["after"] == batch["before"]
+    assert batch["csv_later"] == batch["csv_text"]  # the daemon did not rewrite the grades
+
+
+def test_no_process_of_the_batch_survives(batch):
+    assert batch["survivors"] == []
+
+
+def test_the_csv_is_complete(batch):
+    grades = by_submission(batch["rows"])
+    assert set(grades) == set(batch["names"])
+    for name, rows in grades.items():
+        if name not in ("fifo.ipynb", "zero.ipynb"):
+            assert set(rows) in (set(CH02), set(CH05)), name
+
+
+def test_attacks_score_nothing(batch):
+    for name in ("package_rewrite", "pth_file", "ipython_startup", "peer_read", "peer_overwrite", "daemon",
+                 "grader_kill", "recorder_patch", "forged_records"):
+        assert all(points == 0 for _, points in statuses(batch, f"{name}.ipynb").values()), name
+    for name in ("package_rewrite", "pth_file", "ipython_startup", "peer_read", "peer_overwrite", "daemon",
+                 "grader_kill", "forged_records"):  # each attack ran to its end
+        assert statuses(batch, f"{name}.ipynb")["ch02.q1"] == ("not_implemented", 0), name
+
+
+def test_a_patched_recorder_is_reported_not_graded(batch):
+    rows = by_submission(batch["rows"])["recorder_patch.ipynb"]
+    assert all(r["status"] == "error" and "replaced part of the grader's recorder" in r["reason"]
+               for r in rows.values()), rows
+    assert "Task.run" in rows["ch02.q1"]["reason"]
+
+
+def test_output_bombs_cost_only_their_task(batch):
+    stride0, nested = statuses(batch, "bomb_stride0.ipynb"), statuses(batch, "bomb_nested.ipynb")
+    assert stride0["ch02.q1"][0] in ("error", "crashed") and nested["ch02.q1"][0] in ("error", "timeout")
+    assert all(stride0[t] == nested[t] == ("passed", 1) for t in CH02[1:])
+    assert len(batch["csv_text"]) < 100_000  # nothing huge reached the CSV
+
+
+def test_a_hang_in_a_check_cell_costs_only_the_hanging_task(batch):
+    assert statuses(batch, "check_hang.ipynb") == {**FULL, "ch02.q3": ("timeout", 0)}
+
+
+def test_limits_contain_fork_bombs_and_memory_hogs(batch):
+    for name in ("fork_bomb.ipynb", "memory_hog.ipynb"):
+        rows = statuses(batch, name)
+        assert rows["ch02.q1"][1] == 0 and all(rows[t] == ("passed", 1) for t in CH02[1:]), name
+
+
+def test_the_instructors_environment_does_not_reach_the_submission(batch):
+    reason = by_submission(batch["rows"])["environment.ipynb"]["ch02.q1"]["reason"]
+    assert "NEXTTOKEN_GRADING" in reason and SECRET not in reason and "NEXTTOKEN_SECRET" not in reason
+
+
+def test_fifo_and_device_get_a_row_without_being_read(batch):
+    for name in ("fifo.ipynb", "zero.ipynb"):
+        [row] = by_submission(batch["rows"])[name].values()
+        assert row["status"] == "not_a_file" and row["points"] == "0"
+
+
+def test_formulas_are_escaped_in_the_csv(batch):
+    cells = [value for row in batch["rows"] for value in row.values()]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@") and c != "-"]  # a lone "-" is no formula
+    assert '\'=HYPERLINK("x.example","y").ipynb' in cells and "'--timeout=1.ipynb" in cells
+    assert statuses(batch, '=HYPERLINK("x.example","y").ipynb') == FULL
+
+
+def test_the_batch_is_quick(batch):
+    assert batch["elapsed"] < 240, batch["elapsed"]
+
+
+# --- the grader's own robustness: a killed grader, --resume, the gradebook, refusing without bwrap -------
+
+def test_a_killed_grader_keeps_its_grades_and_resume_goes_on(tmp_path):
+    good = notebook(tmp_path / "a_good.ipynb", HEADER, *GOOD)
+    notebook(tmp_path / "b_slow.ipynb", HEADER, *GOOD, "def slow():\n    time.sleep(600)\n", "x = slow()\n")
+    proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "1",
+                             "--timeout", "300", "--", "a_good.ipynb", "b_slow.ipynb"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = tmp_path / "grades.csv"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and f"a_good.ipynb,{CH02[-1]}" not in (out.read_text() if out.exists() else ""):
+        time.sleep(0.2)
+    time.sleep(2)  # b_slow is now inside its sleep
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    rows = read_rows(out)
+    assert [(r["submission"], r["status"]) for r in rows] == [("a_good.ipynb", "passed")] * len(CH02)
+    time.sleep(1)
+    assert survivors() == []  # the sandbox died with the grader
+    assert not list(tmp_path.glob(".grades.csv.*"))  # no temporary file left behind
+
+    good.write_text("{}")  # would now be invalid: --resume must not grade it again
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--resume",
+                             "--timeout", "5", "--gradebook", "book.csv", "--", "a_good.ipynb", "b_slow.ipynb"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    grades = by_submission(read_rows(out))
+    assert [r["status"] for r in grades["a_good.ipynb"].values()] == ["passed"] * len(CH02)
+    assert [r["status"] for r in grades["b_slow.ipynb"].values()] == ["passed"] * len(CH02)  # hung cell skipped
+    book = read_rows(tmp_path / "book.csv")
+    assert list(book[0]) == ["submission", *CH02, "total", "max_points"]
+    n = str(len(CH02))
+    assert [(b["submission"], b["total"], b["max_points"]) for b in book] == [("a_good.ipynb", n, n),
+                                                                             ("b_slow.ipynb", n, n)]
+
+
+def test_the_notebook_budget_bounds_reruns(tmp_path):
+    slow_cells = [f"x{i} = time.sleep(100)\n" for i in range(6)]
+    notebook(tmp_path / "slow.ipynb", HEADER, *GOOD, *slow_cells)
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--timeout", "3",
+                             "--notebook-timeout", "8", "--", "slow.ipynb"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - start < 30
+    rows = read_rows(tmp_path / "grades.csv")
+    assert all(r["status"] == "timeout" and "--notebook-timeout" in r["reason"] for r in rows), rows
+
+
+def test_reasons_use_the_learners_cell_numbers(tmp_path):
+    # IPython syntax in a cell (a magic, a shell command) does not hide the definitions beside it.
+    notebook(tmp_path / "numbers.ipynb", HEADER, "%time x = 1\n!true\n" + GOOD[0], "import does_not_exist\n",
+             GOOD[2], markdown_first=True)
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--",
+                             "numbers.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = {r["task"]: r for r in read_rows(tmp_path / "grades.csv")}
+    assert rows["ch02.q1"]["status"] == "passed"
+    assert rows["ch02.q2"]["status"] == "missing"
+    assert "your code cell 3 raised ModuleNotFoundError" in rows["ch02.q2"]["reason"]
+
+
+def test_answers_that_call_the_library_are_reported_and_keep_their_points(tmp_path):
+    """The policy: an answer that is (or just calls) the library function it re-implements keeps its points,
+    and the reason reports it. Using an earlier chapter's library function as a helper is not reported."""
+    notebook(tmp_path / "library.ipynb", HEADER, "causal_mask = nexttoken.causal_mask\n",
+             "def mask_scores(scores):\n    return scores.masked_fill(~nexttoken.causal_mask(scores.shape[-1]), "
+             "float('-inf'))\n", GOOD[2])
+    notebook(tmp_path / "library5.ipynb", "import nexttoken\nfrom nexttoken.exercises import ch05\n",
+             "def generation_step(model, input_ids):\n    return nexttoken.generate(model, input_ids, 1)\n",
+             chapter="ch05")
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--",
+                             "library.ipynb", "library5.ipynb"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    rows = {(r["submission"], r["task"]): r for r in read_rows(tmp_path / "grades.csv")}
+    for key, function in ((("library.ipynb", "ch02.q1"), "nexttoken.model.causal_mask"),
+                          (("library5.ipynb", "ch05.q1"), "nexttoken.generate.generate")):
+        assert rows[key]["status"] == "passed" and rows[key]["points"] == "1"
+        assert f"reported: it calls the library's {function}" in rows[key]["reason"], rows[key]
+    for key in (("library.ipynb", "ch02.q2"), ("library.ipynb", "ch02.q3")):
+        assert rows[key]["status"] == "passed" and "reported" not in rows[key]["reason"]
+
+
+def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
+    notebook(tmp_path / "good.ipynb", HEADER, *GOOD)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {**os.environ, "PATH": str(bare)}  # no bwrap on PATH
+    cmd = [sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--", "good.ipynb"]
+    refused = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert refused.returncode == 2 and not (tmp_path / "grades.csv").exists()
+    assert "apt-get install bubblewrap" in refused.stderr and "--no-sandbox" in refused.stderr
+    trusted = subprocess.run(cmd[:5] + ["--no-sandbox"] + cmd[5:], cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300, env=env)
+    assert trusted.returncode == 0, trusted.stderr
+    assert "trusted" in trusted.stderr
+    assert [r["status"] for r in read_rows(tmp_path / "grades.csv")] == ["passed"] * len(CH02)
+
+
+def test_limits_too_small_for_torch_are_refused_up_front(tmp_path):
+    notebook(tmp_path / "good.ipynb", HEADER, *GOOD)
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--memory", "200",
+                             "--", "good.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "--memory" in result.stderr
+    assert not (tmp_path / "grades.csv").exists()
+
+
+@pytest.mark.parametrize("args, named", [(["--jobs", "0"], "--jobs"), (["--timeout", "x"], "--timeout"),
+                                         (["--memory", "-5"], "--memory")])
+def test_bad_options_are_named(tmp_path, args, named):
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", str(tmp_path / "g.csv"), *args,
+                             "x.ipynb"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and f"argument {named}" in result.stderr
+
+
+# --- recorded outputs are data, checked before judging ----------------------------------------------------
+
+@pytest.mark.parametrize("outcomes, why", [
+    ([["ok", {"dtype": "float32", "shape": [1 << 21, 1 << 21], "data": ""}]], "elements"),
+    ([["ok", {"dtype": "float32", "shape": [4], "data": "AAAA"}]], "does not match"),
+    ([["ok", {"dtype": "object", "shape": [1], "data": "AA=="}]], "dtype"),
+    ([["ok", {"dtype": "float32", "shape": [1], "data": "AAAAAA==", "strides": [0]}]], "type dict"),
+    ([["ok", json.loads("[" * 10 + "]" * 10)]], "deeper"),
+    ([["ok", [0] * 100]], "longer"),
+    ([["ok", "x" * 5000]], "longer than"),
+    ([["ok", 1]] * 9, "1 to 3 outcomes"),
+    ([["o" * 50, 1]], "pair"),
+    ({"ok": 1}, "list of"),
+])
+def test_recorded_outputs_outside_the_limits_are_rejected(outcomes, why):
+    with pytest.raises(grade_module.Rejected, match=why):
+        grade_module.check_outcomes(outcomes, 3)
+
+
+def test_a_recorded_tensor_is_rebuilt_exactly():
+    import base64
+
+    import torch
+
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    record = {"dtype": "float32", "shape": [2, 3], "data": base64.b64encode(t.numpy().tobytes()).decode()}
+    [(kind, value)] = grade_module.check_outcomes([["ok", record]], 3)
+    assert kind == "ok" and torch.equal(value, t) and value.is_contiguous()
+
+
+def test_an_exception_in_evaluate_is_that_tasks_grader_error():
+    class Broken:
+        name = "q1"
+
+        def cases(self):
+            return [(1,)]
+
+        def evaluate(self, outcomes):
+            raise RuntimeError("boom")
+
+    assert grade_module.judge(Broken(), {"outcomes": [["ok", 1]]}) == ("grader_error", "judging q1 failed: "
+                                                                                         "RuntimeError: boom")
