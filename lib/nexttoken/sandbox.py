@@ -123,17 +123,19 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, slot: int) 
     ``slot`` is the concurrent job's index (its user id when the grader is root)."""
     size = str(limits.tmp_mb * 1024 * 1024)
     cmd = [bwrap_path() or "bwrap"]
-    made: set = set()
-    for root in _python_roots():
-        cmd += _mkdirs(root, made) + ["--ro-bind", root, root]
     cmd += _system_binds()
     cmd += ["--dev", "/dev", "--proc", "/proc",
             "--perms", "01777", "--size", size, "--tmpfs", "/tmp",
             "--perms", "0755", "--dir", "/home",
             "--perms", "0777", "--size", size, "--tmpfs", HOME,
             "--perms", "0777", "--size", size, "--tmpfs", SCRATCH,
-            "--perms", "0644", "--file", str(notebook_fd), f"{SCRATCH}/submission.ipynb",
-            "--chdir", SCRATCH, "--hostname", "sandbox",
+            "--perms", "0644", "--file", str(notebook_fd), f"{SCRATCH}/submission.ipynb"]
+    # After the tmpfs mounts, which would otherwise hide a virtual environment or a checkout that lives
+    # under /tmp (bwrap applies its mounts in order): the Python installation and the package, read-only.
+    made: set = {"/tmp", "/home"}
+    for root in _python_roots():
+        cmd += _mkdirs(root, made) + ["--ro-bind", root, root]
+    cmd += ["--chdir", SCRATCH, "--hostname", "sandbox",
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
     for key, value in minimal_env(HOME, "/tmp").items():
