@@ -61,3 +61,13 @@ def test_chapter_mentions_are_links_and_sources_are_named(path):
 def test_intro_and_conclusion_link_their_chapter_mentions():
     for name in ("intro.md", "conclusion.md"):
         assert not unlinked_mentions(ROOT / name, (ROOT / name).read_text(), None)
+
+
+def test_code_fits_the_page():
+    """At 1280 px the site shows about 80 characters of code: almost every line fits, none is far over."""
+    lines = [line for path in CHAPTERS for c in nbformat.read(path, as_version=4).cells
+             if c.cell_type == "code" and not c.source.startswith("# On Colab, install")
+             for line in c.source.split("\n")]
+    long = [line for line in lines if len(line) > 80]
+    assert len(long) <= 0.03 * len(lines), f"{len(long)} of {len(lines)} code lines are over 80 characters"
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
