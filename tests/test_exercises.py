@@ -56,7 +56,6 @@ import torch  # noqa: E402
 
 import nexttoken  # noqa: E402
 from nexttoken.exercises import CHAPTERS, chapter  # noqa: E402
-from nexttoken.exercises.task import Task  # noqa: E402
 
 
 def all_tasks():

@@ -159,7 +159,7 @@ def no_mask(model, input_ids):
 
 
 @mutant("q4", expect="not -1:")
-def kept_time_axis(model, input_ids):
+def head_output_kept_time_axis(model, input_ids):
     return model.lm_head(model.final_norm(_hidden(model, input_ids)[:, -1:, :]))
 
 

@@ -146,7 +146,7 @@ def one_short(probs, input_ids, max_new_tokens):
 
 
 @mutant("q3", expect=None)
-def argmin(probs, input_ids, max_new_tokens):
+def bigram_argmin(probs, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens):
         ids = torch.cat([ids, probs[ids[:, -1]].argmin(-1)[:, None]], dim=1)
@@ -154,7 +154,7 @@ def argmin(probs, input_ids, max_new_tokens):
 
 
 @mutant("q3", expect="int64")
-def float_ids(probs, input_ids, max_new_tokens):
+def bigram_float_ids(probs, input_ids, max_new_tokens):
     ids = input_ids.float()
     for _ in range(max_new_tokens):
         ids = torch.cat([ids, probs[ids[:, -1].long()].argmax(-1).float()[:, None]], dim=1)
@@ -174,7 +174,7 @@ def global_random_state(model, input_ids, generator):
 
 
 @mutant("q4", expect="first position")
-def first_position(model, input_ids, generator):
+def sampled_first_position(model, input_ids, generator):
     probs = torch.softmax(model(input_ids)[:, 0], -1)
     return torch.cat([input_ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
 

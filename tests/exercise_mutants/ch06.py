@@ -1,7 +1,5 @@
 import torch
 
-import nexttoken
-
 from . import bank
 
 MUTANTS, mutant = bank()
