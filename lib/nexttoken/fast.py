@@ -1,10 +1,22 @@
-"""Opt-in speed-ups that change how a model is stored, never what it computes.
+"""Opt-in speed-ups that change how a model is stored or run, never what it computes.
 
-Nothing in the lesson needs them: ``Decoder(config)`` builds plain ``nn.Linear`` weights. The
-benchmarks in ``bench/`` apply them, and so can you (see the appendix on CPU weight layout).
+Nothing in the lesson needs them: ``Decoder(config)`` builds plain ``nn.Linear`` weights and
+``nexttoken.generate`` runs the readable forward pass. The benchmarks in ``bench/`` apply them, and so
+can you (see the appendix on CPU weight layout):
+
+- ``lay_out_for_cpu(model)``: widening weights stored (in, out) in memory.
+- ``prepare(model)``: the same model run by a leaner forward pass with a preallocated cache;
+  ``prepare(model).generate(ids, n, ...)`` gives the tokens ``nexttoken.generate(model, ids, n, ...)`` gives.
 """
 
+import functools
+
+import torch
+import torch.nn.functional as F
 from torch import nn
+
+from .generate import generate
+from .model import Decoder, positions_from_mask
 
 
 def lay_out_for_cpu(model: nn.Module) -> nn.Module:
@@ -28,3 +40,121 @@ def lay_out_for_cpu(model: nn.Module) -> nn.Module:
             if not weight.t().is_contiguous():  # not laid out yet (a second call changes nothing)
                 weight.data = weight.data.t().contiguous().t()
     return model
+
+
+class StaticCache:
+    """Keys and values of every layer in one buffer allocated once, as long as the context window.
+
+    ``KVCache`` grows its buffers as the sequence grows (copying them when full); this one never
+    reallocates, so a step only writes its new keys and values in place. It also remembers which
+    cached positions are padding, and each row's count of real tokens, so that a one-token step needs
+    neither the whole attention mask nor a cumulative sum over it.
+    """
+
+    def __init__(self):
+        self.length = 0
+        self.kv = None  # (n_layers, 2, B, heads, context_length, head_dim), allocated at the first step
+        self.key_is_token = None  # bool (B, context_length): False at a padding slot
+        self.padded = False  # whether any row has padding (then attention needs a mask at every step)
+        self.real_tokens = None  # int64 (B,): real tokens cached per row = the next token's position
+
+    def __len__(self) -> int:  # how many positions are cached (what generate asks)
+        return self.length
+
+
+class Prepared:
+    """A ``Decoder`` run by ``fast_run``: ``generate`` has ``nexttoken.generate``'s arguments and tokens.
+
+    It looks like a ``Decoder`` to the generation loop (``config``, ``new_cache``, ``run``), so the loop
+    itself (its checks, EOS, padding, logits processors, cropping past the window) is the lesson's own
+    ``nexttoken.generate``, not a copy of it: only the forward pass differs.
+    """
+
+    def __init__(self, model: Decoder):
+        self.model = model
+        self.config = model.config
+        self.generate = functools.partial(generate, self)  # prepared.generate(ids, n, eos_token_id=...)
+
+    def new_cache(self) -> StaticCache:
+        return StaticCache()
+
+    def run(self, input_ids, attention_mask=None, *, cache: StaticCache | None = None):
+        return fast_run(self.model, input_ids, attention_mask, cache)
+
+
+def prepare(model: Decoder) -> Prepared:
+    """The opt-in fast path: ``prepare(model).generate(input_ids, max_new_tokens, ...)``.
+
+    Same arguments, same checks and the same tokens as ``nexttoken.generate(model, ...)``; the model
+    and its weights are shared, not copied, and not changed (apply ``lay_out_for_cpu`` yourself if it
+    helps on your machine: ``bench/generate_speed.py`` measures it). Inference only: it refuses a
+    model in training mode with dropout, whose tokens would be random anyway.
+    """
+    if not isinstance(model, Decoder):
+        raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
+    return Prepared(model)
+
+
+def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None):
+    """``Decoder.run`` (logits (B, T, vocab)) with fewer small operations per step.
+
+    Arguments are already checked by ``generate``, as for ``Decoder.run``. What it saves, per step:
+    the causal mask is not built for a one-token step (the new token may see every cached key), nor any
+    mask at all when no row is padded; positions come from a running count, not a cumulative sum over
+    the mask; the cache is written in place; queries, keys and values are split by one view.
+    """
+    config = model.config
+    if model.training and config.dropout > 0:
+        raise ValueError("the fast path is for inference: call model.eval() (dropout is active in training mode)")
+    B, T = input_ids.shape
+    heads, head_dim = config.n_heads, config.head_dim
+    past = 0 if cache is None else cache.length
+    end = past + T
+    if cache is None or past == 0:  # the prompt (or a cropped window, without cache): as Decoder.run
+        padded = attention_mask is not None and not bool(attention_mask.all())
+        positions = (positions_from_mask(attention_mask) if padded
+                     else torch.arange(T, device=input_ids.device).expand(B, T))
+        key_is_token = attention_mask.bool() if padded else None
+    else:  # one step of the loop: every new token is real (generate appends ones to the mask)
+        padded = cache.padded
+        positions = cache.real_tokens[:, None] + torch.arange(T, device=input_ids.device)
+    if cache is not None:
+        if past == 0:
+            param = model.token_embedding.weight
+            cache.kv = param.new_empty(config.n_layers, 2, B, heads, config.context_length, head_dim)
+            cache.padded = padded
+            cache.key_is_token = torch.ones(B, config.context_length, dtype=torch.bool, device=param.device)
+            if padded:
+                cache.key_is_token[:, :T] = key_is_token
+            cache.real_tokens = positions[:, -1] + 1 if not padded else attention_mask.sum(-1)
+        else:
+            cache.real_tokens = cache.real_tokens + T
+        key_is_token = cache.key_is_token[:, :end]
+        cache.length = end
+
+    # Which keys each query may see: None (every key, or causal without padding) or a bool mask.
+    mask, is_causal = None, T > 1
+    if padded:
+        mask = key_is_token[:, None, None, :]  # (B, 1, 1, keys)
+        if T > 1:
+            mask = mask & torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
+        is_causal = False
+    elif T > 1 and past > 0:  # several new tokens after cached ones (not a step generate takes)
+        mask = torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
+        is_causal = False
+
+    x = model.token_embedding(input_ids) + model.position_embedding(positions)
+    for layer, block in enumerate(model.blocks):
+        attn = block.attn
+        # (B, T, 3 * d_model) -> three (B, heads, T, head_dim) views, in one permute
+        q, k, v = attn.qkv(block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        if cache is not None:
+            cache.kv[layer, 0, :, :, past:end] = k
+            cache.kv[layer, 1, :, :, past:end] = v
+            k, v = cache.kv[layer, 0, :, :, :end], cache.kv[layer, 1, :, :, :end]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
+        if padded:
+            out = out.nan_to_num(0.0)  # a pad slot that sees no key gets 0, as in Decoder.run
+        x = x + attn.proj(out.transpose(1, 2).reshape(B, T, -1))
+        x = x + block.mlp(block.norm2(x))
+    return model.lm_head(model.final_norm(x))
