@@ -146,12 +146,12 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
     x = model.token_embedding(input_ids) + model.position_embedding(positions)
     for layer, block in enumerate(model.blocks):
         attn = block.attn
-        # (B, T, 3 * d_model) -> three (B, heads, T, head_dim) views, in one permute
-        q, k, v = attn.qkv(block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        # (B, T, 3 * d_model) -> (3, B, heads, T, head_dim) in one view and one permute: q, k, v
+        qkv = attn.qkv(block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv
         if cache is not None:
-            cache.kv[layer, 0, :, :, past:end] = k
-            cache.kv[layer, 1, :, :, past:end] = v
-            k, v = cache.kv[layer, 0, :, :, :end], cache.kv[layer, 1, :, :, :end]
+            cache.kv[layer, :, :, :, past:end] = qkv[1:]  # keys and values in one copy
+            k, v = cache.kv[layer, :, :, :, :end]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         if padded:
             out = out.nan_to_num(0.0)  # a pad slot that sees no key gets 0, as in Decoder.run
