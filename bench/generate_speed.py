@@ -8,7 +8,8 @@ prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same 
 
 - nexttoken's loop without the KV cache, and with it (``nexttoken.generate``, the lesson's loop);
 - the cached loop after ``nexttoken.fast.lay_out_for_cpu`` (widening weights stored (in, out));
-- the fast path, ``nexttoken.fast.prepare(model).generate`` (plain and laid-out weights);
+- the fast path, ``nexttoken.fast.prepare(model).generate`` (plain and laid-out weights), and with
+  ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes, is printed);
 - transformers' ``generate`` with its cache (the model the weights come from);
 - CTranslate2 float32 (converted from the same transformers weights), when ``ctranslate2`` is
   installed (``pip install -e ".[bench]"``), in a worker process of its own: torch and CTranslate2
@@ -154,6 +155,7 @@ def main():
     parser.add_argument("--tiny", action="store_true", help="a small model: checks the script in seconds")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (each runs every contender once)")
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
     args = parser.parse_args()
     if args.repeats < 1 or args.new_tokens < 1:
@@ -178,6 +180,9 @@ def main():
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
             use_cache=True, pad_token_id=0),
     }
+    if args.compile:
+        compiled = nexttoken.fast.prepare(model, compile=True)
+        runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k)
     worker, skipped = None, None
     workdir = tempfile.TemporaryDirectory()
     if args.no_ctranslate2:
@@ -195,9 +200,10 @@ def main():
     probes = {"copy": big_copy(device, probe_bytes or COPY_BYTES), "mv": big_mv(device, probe_bytes or MV_BYTES)}
     copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
 
+    warm_up = {}
     with torch.no_grad():
-        for fn in runs.values():  # warm-up: first-call allocations and kernel choices are not measured
-            fn(8)
+        for name, fn in runs.items():  # warm-up: first-call allocations, kernel choices, compiling
+            warm_up[name], _ = seconds(lambda: fn(8), device)
         timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
         if worker is not None:
             timed[next(name for name in runs if name.startswith("CTranslate2"))].self_timed = True
@@ -237,6 +243,10 @@ def main():
     for name in median:
         if name.startswith("CTranslate2"):
             print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")
+    if args.compile:
+        state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
+        print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "
+              f"{state}")
     reference = times[PLAIN]
     usual = statistics.median(reference)
     disturbed = [i + 1 for i, t in enumerate(reference) if t > DISTURBED * usual]

@@ -114,3 +114,25 @@ def test_training_mode_with_dropout_is_refused():
     with pytest.raises(ValueError, match="model.eval"):
         prepare(model).generate(torch.tensor([[1, 2]]), 3)
     assert prepare(model.eval()).generate(torch.tensor([[1, 2]]), 3).shape == (1, 5)
+
+
+def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
+    """compile=True is never compiled here (minutes of warm-up): a compiler that fails stands in for it."""
+    def broken_compile(fn, **kwargs):
+        def compiled(*args):
+            raise RuntimeError("no C++ compiler found")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    model = tiny_model(1)
+    ids = torch.tensor([[7, 3, 9]])
+    prepared = prepare(model, compile=True)
+    with pytest.warns(UserWarning, match="torch.compile failed .*no C\\+\\+ compiler found.*runs eagerly"):
+        out = prepared.generate(ids, 6)
+    assert out.tolist() == generate(model, ids, 6).tolist()
+    assert not prepared.compiled
+
+
+def test_compile_must_be_a_bool():
+    with pytest.raises(TypeError, match="compile must be True or False"):
+        prepare(tiny_model(0), compile="yes")

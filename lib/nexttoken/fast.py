@@ -10,6 +10,7 @@ can you (see the appendix on CPU weight layout):
 """
 
 import functools
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -70,38 +71,64 @@ class Prepared:
     ``nexttoken.generate``, not a copy of it: only the forward pass differs.
     """
 
-    def __init__(self, model: Decoder):
+    def __init__(self, model: Decoder, compile: bool = False):
         self.model = model
         self.config = model.config
         self.generate = functools.partial(generate, self)  # prepared.generate(ids, n, eos_token_id=...)
+        # The layers' tensor work, eager or compiled: once for the prompt (T > 1), once for the
+        # one-token step, each with dynamic shapes so that a growing cache does not recompile it.
+        self.layers = {"prompt": run_layers, "step": run_layers}
+        if compile:
+            self.layers = {kind: torch.compile(run_layers, dynamic=True) for kind in self.layers}
+        self.compiled = compile
 
     def new_cache(self) -> StaticCache:
         return StaticCache()
 
     def run(self, input_ids, attention_mask=None, *, cache: StaticCache | None = None):
-        return fast_run(self.model, input_ids, attention_mask, cache)
+        return fast_run(self.model, input_ids, attention_mask, cache, self.call_layers)
+
+    def call_layers(self, *args):
+        kind = "step" if args[1].shape[1] == 1 else "prompt"
+        if not self.compiled:
+            return run_layers(*args)
+        try:
+            return self.layers[kind](*args)
+        except Exception as error:  # no C++ compiler, an unsupported platform...: run eagerly instead
+            warnings.warn(f"torch.compile failed ({type(error).__name__}: {str(error)[:200]}); "
+                          "the fast path runs eagerly (same tokens, without the compiler's gain)", stacklevel=2)
+            self.compiled = False
+            return run_layers(*args)
 
 
-def prepare(model: Decoder) -> Prepared:
+def prepare(model: Decoder, compile: bool = False) -> Prepared:
     """The opt-in fast path: ``prepare(model).generate(input_ids, max_new_tokens, ...)``.
 
     Same arguments, same checks and the same tokens as ``nexttoken.generate(model, ...)``; the model
     and its weights are shared, not copied, and not changed (apply ``lay_out_for_cpu`` yourself if it
     helps on your machine: ``bench/generate_speed.py`` measures it). Inference only: it refuses a
     model in training mode with dropout, whose tokens would be random anyway.
+
+    ``compile=True`` runs the layers through ``torch.compile`` (needs a C++ compiler on CPU): the first
+    call compiles them, for minutes; where compiling fails, it warns and runs eagerly. Its floats may
+    differ from the eager ones in the last bits (fused kernels), so a near-tie could pick another token:
+    the eager fast path is the one tested to give the plain loop's tokens.
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
-    return Prepared(model)
+    if not isinstance(compile, bool):
+        raise TypeError(f"compile must be True or False, got {compile!r}")
+    return Prepared(model, compile)
 
 
-def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None):
+def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None, layers=None):
     """``Decoder.run`` (logits (B, T, vocab)) with fewer small operations per step.
 
     Arguments are already checked by ``generate``, as for ``Decoder.run``. What it saves, per step:
     the causal mask is not built for a one-token step (the new token may see every cached key), nor any
     mask at all when no row is padded; positions come from a running count, not a cumulative sum over
     the mask; the cache is written in place; queries, keys and values are split by one view.
+    ``layers`` does the tensor work: ``run_layers`` (the default) or a compiled version of it.
     """
     config = model.config
     if model.training and config.dropout > 0:
@@ -143,15 +170,25 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
         mask = torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
         is_causal = False
 
+    kv = None if cache is None else cache.kv
+    return (layers or run_layers)(model, input_ids, positions, mask, is_causal, padded, kv, past)
+
+
+def run_layers(model: Decoder, input_ids, positions, mask, is_causal: bool, padded: bool, kv, past: int):
+    """Embeddings, blocks, final norm, LM head: tensors only, no Python decisions on their values
+    (what ``torch.compile`` can capture in one graph). ``kv``: the static cache's buffer, or None."""
+    B, T = input_ids.shape
+    heads, head_dim = model.config.n_heads, model.config.head_dim
+    end = past + T
     x = model.token_embedding(input_ids) + model.position_embedding(positions)
     for layer, block in enumerate(model.blocks):
         attn = block.attn
         # (B, T, 3 * d_model) -> (3, B, heads, T, head_dim) in one view and one permute: q, k, v
         qkv = attn.qkv(block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv
-        if cache is not None:
-            cache.kv[layer, :, :, :, past:end] = qkv[1:]  # keys and values in one copy
-            k, v = cache.kv[layer, :, :, :, :end]
+        if kv is not None:
+            kv[layer, :, :, :, past:end] = qkv[1:]  # keys and values in one copy
+            k, v = kv[layer, :, :, :, :end]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         if padded:
             out = out.nan_to_num(0.0)  # a pad slot that sees no key gets 0, as in Decoder.run
