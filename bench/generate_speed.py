@@ -203,7 +203,7 @@ def main():
     warm_up = {}
     with torch.no_grad():
         for name, fn in runs.items():  # warm-up: first-call allocations, kernel choices, compiling
-            warm_up[name], _ = seconds(lambda: fn(8), device)
+            warm_up[name], _ = seconds(lambda: fn(n), device)
         timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
         if worker is not None:
             timed[next(name for name in runs if name.startswith("CTranslate2"))].self_timed = True
