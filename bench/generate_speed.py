@@ -78,6 +78,7 @@ def interleaved_rounds(fns: dict, repeats: int, device) -> tuple[dict, dict, lis
                 elapsed, result = result
             times[name].append(elapsed)
             results[name] = result
+        print(f"round {len(loads)}/{repeats} done", file=sys.stderr, flush=True)  # progress
     loads.append(os.getloadavg()[0])
     return times, results, loads
 
@@ -204,6 +205,7 @@ def main():
     with torch.no_grad():
         for name, fn in runs.items():  # warm-up: first-call allocations, kernel choices, compiling
             warm_up[name], _ = seconds(lambda: fn(n), device)
+            print(f"warm-up, {name.strip()}: {warm_up[name]:.1f} s", file=sys.stderr, flush=True)  # progress
         timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
         if worker is not None:
             timed[next(name for name in runs if name.startswith("CTranslate2"))].self_timed = True
