@@ -17,6 +17,8 @@ import time
 import ctranslate2
 from ctranslate2.converters import TransformersConverter
 
+REST_SECONDS = 0.5  # after each timed generation, before replying (not timed)
+
 
 class StandInTokenizer:
     """What the converter reads from a tokenizer: the vocabulary and three special tokens.
@@ -56,6 +58,9 @@ def main():
             result = generator.generate_batch([prompt], max_length=request["new_tokens"], sampling_topk=1,
                                               end_token=[], include_prompt_in_result=False)
             seconds = time.perf_counter() - start
+            # CTranslate2's OpenMP threads keep spinning for a while after its last parallel loop: reply
+            # only once they have gone to sleep, or they steal the cores from whatever runs next.
+            time.sleep(REST_SECONDS)
             print(json.dumps({"seconds": seconds, "tokens": result[0].sequences_ids[0]}), flush=True)
 
 

@@ -18,7 +18,8 @@ prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same 
 Every contender's tokens are compared with the cached loop's. Two bounds, from the bytes of weights
 each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
 convention), (b) divided by the bandwidth a large matrix-vector product reads (torch.mv over a ~1 GB
-float32 matrix), which is what a generation step does. (a) is not a bound: a good engine beats it.
+float32 matrix, the faster of its two storage orders), which is what a generation step does. (a) is
+not a bound: a good engine beats it; on some machines CTranslate2's own kernels beat (b) too.
 
 All of it is timed round after round (each contender once per round, the two bandwidths too), so a slow
 minute on a shared machine slows every contender alike. The load average is printed per round, and a
@@ -95,13 +96,19 @@ def big_copy(device, nbytes: int = COPY_BYTES):
     return lambda: dst.copy_(src)
 
 
-def big_mv(device, nbytes: int = MV_BYTES):
+def big_mv(device, nbytes: int = MV_BYTES, layout: str = "row-major"):
     """A float32 matrix-vector product over an nbytes matrix: it reads nbytes (the vector is tiny).
 
-    The same kind of read as a generation step at batch 1, without the rest of the step.
+    The same kind of read as a generation step at batch 1, without the rest of the step. The matrix
+    is stored row-major (as nn.Linear keeps (out, in)) or column-major (as lay_out_for_cpu keeps it):
+    BLAS reads one faster than the other, and which one depends on the machine, so both are timed.
     """
     columns = 4096
-    matrix = torch.ones(nbytes // 4 // columns, columns, dtype=torch.float32, device=device)
+    rows = nbytes // 4 // columns
+    if layout == "row-major":
+        matrix = torch.ones(rows, columns, dtype=torch.float32, device=device)
+    else:
+        matrix = torch.ones(columns, rows, dtype=torch.float32, device=device).t()
     vector = torch.ones(columns, dtype=torch.float32, device=device)
     return lambda: torch.mv(matrix, vector)
 
@@ -131,6 +138,7 @@ class CTranslate2Worker:
 
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> tuple[float, torch.Tensor]:
         """(seconds spent generating, as timed in the worker; prompt + new tokens (1, P + n))."""
+        time.sleep(0.5)  # as the worker does after its run: let torch's OpenMP threads stop spinning first
         self.process.stdin.write(json.dumps({"prompt": prompt[0].tolist(), "new_tokens": new_tokens}) + "\n")
         self.process.stdin.flush()
         reply = json.loads(self.process.stdout.readline())
@@ -198,7 +206,9 @@ def main():
 
     # The bandwidth probes: ~1 GB each on the full model (so caches do not help), far less in --tiny.
     probe_bytes = (1 << 24) if args.tiny else None
-    probes = {"copy": big_copy(device, probe_bytes or COPY_BYTES), "mv": big_mv(device, probe_bytes or MV_BYTES)}
+    probes = {"copy": big_copy(device, probe_bytes or COPY_BYTES),
+              "mv": big_mv(device, probe_bytes or MV_BYTES, "row-major"),
+              "mv, column-major": big_mv(device, probe_bytes or MV_BYTES, "column-major")}
     copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
 
     warm_up = {}
@@ -218,7 +228,8 @@ def main():
     for probe in probes:
         results.pop(probe)
     copy_bandwidth = copy_bytes / statistics.median(times.pop("copy"))
-    mv_bandwidth = mv_bytes / statistics.median(times.pop("mv"))
+    # The faster layout's median: the most a matrix-vector product read here
+    mv_bandwidth = mv_bytes / min(statistics.median(times.pop("mv")), statistics.median(times.pop("mv, column-major")))
     per_token = weight_bytes_per_token(model)
     copy_bound, mv_bound = copy_bandwidth / per_token, mv_bandwidth / per_token
     speed = {name: [n / t for t in ts] for name, ts in times.items()}
