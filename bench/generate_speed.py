@@ -1,27 +1,51 @@
-"""How fast is the generation loop? Uncached vs cached vs transformers, and the memory-bandwidth bound.
+"""How fast is the generation loop, against the engines a user could pick, and against two bounds?
 
-    .venv/bin/python bench/generate_speed.py            # GPT-2-small shape (124M), as in the issue
+    .venv/bin/python bench/generate_speed.py            # GPT-2-small shape (124M), as in issue 15
     .venv/bin/python bench/generate_speed.py --tiny     # a seconds-long smoke run of the same code
 
 One run, one machine: a GPT-2-small-shaped model with random weights (float32, batch 1, a 16-token
-prompt, 128 new greedy tokens), on CUDA when available. Reports tokens/s (median of --repeats runs)
-for nexttoken's loop without and with the KV cache, the cached loop again after
-nexttoken.fast.lay_out_for_cpu (widening weights stored (in, out): what that layout is worth), and
-transformers' generate() with its cache, on the same weights (through from_hf_gpt2). Checks that all
-produce the same tokens, and compares the cached loop with the memory-bandwidth bound: the bytes of
-weights each new token must read, divided by a copy bandwidth measured in the same run. The runs are
-interleaved (round after round of each), so a slow minute on a shared machine slows all of them.
+prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same weights:
+
+- nexttoken's loop without the KV cache, and with it (``nexttoken.generate``, the lesson's loop);
+- the cached loop after ``nexttoken.fast.lay_out_for_cpu`` (widening weights stored (in, out));
+- the fast path, ``nexttoken.fast.prepare(model).generate`` (plain and laid-out weights), and with
+  ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes, is printed);
+- transformers' ``generate`` with its cache (the model the weights come from);
+- CTranslate2 float32 (converted from the same transformers weights), when ``ctranslate2`` is
+  installed (``pip install -e ".[bench]"``), in a worker process of its own: torch and CTranslate2
+  each bring an OpenMP runtime, and two in one process disturb each other.
+
+Every contender's tokens are compared with the cached loop's. Two bounds, from the bytes of weights
+each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
+convention), (b) divided by the bandwidth a large matrix-vector product reads (torch.mv over a ~1 GB
+float32 matrix, the faster of its two storage orders), which is what a generation step does. (a) is
+not a bound: a good engine beats it; on some machines CTranslate2's own kernels beat (b) too.
+
+All of it is timed round after round (each contender once per round, the two bandwidths too), so a slow
+minute on a shared machine slows every contender alike. The load average is printed per round, and a
+round whose cached loop took over 1.3x its median is flagged as disturbed: compare only quiet runs.
 """
 
 import argparse
 import copy
+import importlib.util
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
+import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
 import nexttoken
+
+PLAIN = "nexttoken, KV cache"  # the reference contender: the others' tokens are compared with its
+DISTURBED = 1.3  # a round whose reference time exceeds its median by this factor is flagged
 
 
 def sync(device):
@@ -37,30 +61,56 @@ def seconds(fn, device) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def interleaved_medians(fns: dict, repeats: int, device) -> dict:
-    """Median seconds and last result of each function, timed in rounds that run every function once.
+def interleaved_rounds(fns: dict, repeats: int, device) -> tuple[dict, dict, list]:
+    """Each function's seconds per round and last result, and the load average before each round.
 
+    A function may time itself (the CTranslate2 worker reports its own generation time): it then
+    returns (seconds, result) and sets ``fn.self_timed = True``.
     Interleaving matters on a shared machine: a slow minute slows every contender alike, instead of
     whichever happened to be running then.
     """
     times = {name: [] for name in fns}
-    results = {}
+    results, loads = {}, []
     for _ in range(repeats):
+        loads.append(os.getloadavg()[0])
         for name, fn in fns.items():
-            elapsed, results[name] = seconds(fn, device)
+            elapsed, result = seconds(fn, device)
+            if getattr(fn, "self_timed", False):
+                elapsed, result = result
             times[name].append(elapsed)
-    return {name: (statistics.median(times[name]), results[name]) for name in fns}
+            results[name] = result
+        print(f"round {len(loads)}/{repeats} done", file=sys.stderr, flush=True)  # progress
+    loads.append(os.getloadavg()[0])
+    return times, results, loads
 
 
 COPY_BYTES = 1 << 29
+MV_BYTES = 1 << 30
 
 
-def big_copy(device):
-    """A copy of COPY_BYTES to time: it moves 2 * COPY_BYTES (read + write, the STREAM 'copy' convention)."""
-    src = torch.ones(COPY_BYTES // 4, dtype=torch.float32, device=device)
+def big_copy(device, nbytes: int = COPY_BYTES):
+    """A copy of nbytes to time: it moves 2 * nbytes (read + write, the STREAM 'copy' convention)."""
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     dst.copy_(src)  # the first touch of dst's pages is not what we measure
     return lambda: dst.copy_(src)
+
+
+def big_mv(device, nbytes: int = MV_BYTES, layout: str = "row-major"):
+    """A float32 matrix-vector product over an nbytes matrix: it reads nbytes (the vector is tiny).
+
+    The same kind of read as a generation step at batch 1, without the rest of the step. The matrix
+    is stored row-major (as nn.Linear keeps (out, in)) or column-major (as lay_out_for_cpu keeps it):
+    BLAS reads one faster than the other, and which one depends on the machine, so both are timed.
+    """
+    columns = 4096
+    rows = nbytes // 4 // columns
+    if layout == "row-major":
+        matrix = torch.ones(rows, columns, dtype=torch.float32, device=device)
+    else:
+        matrix = torch.ones(columns, rows, dtype=torch.float32, device=device).t()
+    vector = torch.ones(columns, dtype=torch.float32, device=device)
+    return lambda: torch.mv(matrix, vector)
 
 
 def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
@@ -71,12 +121,54 @@ def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
     return total - table.numel() * table.element_size() + table[0].numel() * table.element_size()
 
 
+class CTranslate2Worker:
+    """bench/ctranslate2_worker.py in its own process: the same weights, converted there to float32."""
+
+    def __init__(self, hf, threads: int, workdir: str):
+        transformers.utils.logging.disable_progress_bar()
+        hf.save_pretrained(workdir)  # safetensors and config.json, read back by the converter
+        env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("ctranslate2_worker.py")), workdir, str(threads)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        ready = self.process.stdout.readline()
+        if not ready:
+            raise SystemExit("the CTranslate2 worker failed to start (its error is above)")
+        self.version = json.loads(ready)["ready"]
+
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> tuple[float, torch.Tensor]:
+        """(seconds spent generating, as timed in the worker; prompt + new tokens (1, P + n))."""
+        time.sleep(0.5)  # as the worker does after its run: let torch's OpenMP threads stop spinning first
+        self.process.stdin.write(json.dumps({"prompt": prompt[0].tolist(), "new_tokens": new_tokens}) + "\n")
+        self.process.stdin.flush()
+        reply = json.loads(self.process.stdout.readline())
+        return reply["seconds"], torch.cat([prompt.cpu(), torch.tensor([reply["tokens"]])], dim=1)
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
+    """'same', or the first position where two (1, P + n) token tensors differ."""
+    a, b = a.cpu(), b.cpu()
+    if a.shape == b.shape and torch.equal(a, b):
+        return "same"
+    n = min(a.shape[1], b.shape[1])
+    differ = (a[:, :n] != b[:, :n]).any(dim=0).nonzero()
+    return f"DIFFERENT from position {int(differ[0]) if len(differ) else n}"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: checks the script in seconds")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5, help="rounds (each runs every contender once)")
     parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
+    parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
     args = parser.parse_args()
+    if args.repeats < 1 or args.new_tokens < 1:
+        parser.error("--repeats and --new-tokens must be >= 1")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     shape = dict(n_embd=64, n_layer=2, n_head=4) if args.tiny else dict(n_embd=768, n_layer=12, n_head=12)
@@ -86,43 +178,96 @@ def main():
     n = args.new_tokens
 
     laid_out = nexttoken.fast.lay_out_for_cpu(copy.deepcopy(model))  # the same weights, (in, out) where wider
+    fast, fast_laid_out = nexttoken.fast.prepare(model), nexttoken.fast.prepare(laid_out)
     runs = {
         "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False),
-        "nexttoken, KV cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
+        PLAIN: lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
         "  same, lay_out_for_cpu": lambda k: nexttoken.generate(laid_out, prompt, k, use_cache=True),
+        "fast path (prepare)": lambda k: fast.generate(prompt, k),
+        "  same, lay_out_for_cpu ": lambda k: fast_laid_out.generate(prompt, k),
         "transformers generate": lambda k: hf.generate(
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
             use_cache=True, pad_token_id=0),
     }
-    with torch.no_grad():
-        for fn in runs.values():  # warm-up: first-call allocations and kernel choices are not measured
-            fn(8)
-        timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
-        timed["copy"] = big_copy(device)  # one per round too: the bound comes from the same minutes
-        results = interleaved_medians(timed, args.repeats, device)
-    copy_seconds, _ = results.pop("copy")
-    bandwidth = 2 * COPY_BYTES / copy_seconds
-    outputs = [r[1] for r in results.values()]
-    same = all(torch.equal(outputs[0], o) for o in outputs[1:])
-    speed = {name: n / elapsed for name, (elapsed, _) in results.items()}
+    if args.compile:
+        compiled = nexttoken.fast.prepare(model, compile=True)
+        runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k)
+    worker, skipped = None, None
+    workdir = tempfile.TemporaryDirectory()
+    if args.no_ctranslate2:
+        skipped = "left out (--no-ctranslate2)"
+    elif importlib.util.find_spec("ctranslate2") is None:
+        skipped = 'not installed (pip install -e ".[bench]")'
+    elif device.type != "cpu":
+        skipped = "CPU only in this benchmark"
+    else:
+        worker = CTranslate2Worker(hf, torch.get_num_threads(), workdir.name)
+        runs[f"CTranslate2 {worker.version} float32"] = lambda k: worker.generate(prompt, k)
 
+    # The bandwidth probes: ~1 GB each on the full model (so caches do not help), far less in --tiny.
+    probe_bytes = (1 << 24) if args.tiny else None
+    probes = {"copy": big_copy(device, probe_bytes or COPY_BYTES),
+              "mv": big_mv(device, probe_bytes or MV_BYTES, "row-major"),
+              "mv, column-major": big_mv(device, probe_bytes or MV_BYTES, "column-major")}
+    copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
+
+    warm_up = {}
+    with torch.no_grad():
+        for name, fn in runs.items():  # warm-up: first-call allocations, kernel choices, compiling
+            warm_up[name], _ = seconds(lambda: fn(n), device)
+            print(f"warm-up, {name.strip()}: {warm_up[name]:.1f} s", file=sys.stderr, flush=True)  # progress
+        timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
+        if worker is not None:
+            timed[next(name for name in runs if name.startswith("CTranslate2"))].self_timed = True
+        timed.update(probes)
+        times, results, loads = interleaved_rounds(timed, args.repeats, device)
+    if worker is not None:
+        worker.close()
+    workdir.cleanup()
+
+    for probe in probes:
+        results.pop(probe)
+    copy_bandwidth = copy_bytes / statistics.median(times.pop("copy"))
+    # The faster layout's median: the most a matrix-vector product read here
+    mv_bandwidth = mv_bytes / min(statistics.median(times.pop("mv")), statistics.median(times.pop("mv, column-major")))
     per_token = weight_bytes_per_token(model)
-    bound = bandwidth / per_token
-    params = model.num_parameters()
+    copy_bound, mv_bound = copy_bandwidth / per_token, mv_bandwidth / per_token
+    speed = {name: [n / t for t in ts] for name, ts in times.items()}
+    median = {name: statistics.median(s) for name, s in speed.items()}
+    verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()}
+
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
-    print(f"model: GPT-2 shape, {params / 1e6:.1f}M parameters, float32, batch 1, prompt 16, {n} new tokens")
-    for name, tps in speed.items():
-        print(f"  {name:24s} {tps:8.2f} tokens/s (median of {args.repeats})")
-    print(f"same tokens from all of them: {same}")
-    print(f"cached / uncached:       {speed['nexttoken, KV cache'] / speed['nexttoken, no cache']:.2f}x")
-    print(f"cached / transformers:   {speed['nexttoken, KV cache'] / speed['transformers generate']:.2f}x")
-    print(f"cached, lay_out_for_cpu / plain nn.Linear weights: "
-          f"{speed['  same, lay_out_for_cpu'] / speed['nexttoken, KV cache']:.2f}x")
-    print(f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s; weights read per token: {per_token / 1e6:.0f} MB")
-    best = max(speed['nexttoken, KV cache'], speed['  same, lay_out_for_cpu'])
-    print(f"bandwidth bound: {bound:.2f} tokens/s; the faster cached loop reaches {best / bound:.0%}")
-    if not same:
-        raise SystemExit("the loops disagree on the tokens")
+    print(f"model: GPT-2 shape, {model.num_parameters() / 1e6:.1f}M parameters, float32, batch 1, "
+          f"prompt 16, {n} new tokens, {args.repeats} interleaved rounds")
+    print(f"{'contender':28s} {'tok/s median (min-max)':>26s} {'of bound (b)':>13s}  tokens vs {PLAIN}")
+    for name, s in speed.items():
+        spread = f"{median[name]:.2f} ({min(s):.2f}-{max(s):.2f})"
+        print(f"  {name:26s} {spread:>26s} {median[name] / mv_bound:12.0%}  {verdicts[name]}")
+    if skipped:
+        print(f"  {'CTranslate2 float32':26s} skipped: {skipped}")
+    print(f"same tokens from all of them: {all(v == 'same' for v in verdicts.values())}")
+    print(f"weights read per token: {per_token / 1e6:.1f} MB")
+    print(f"bound (a), copy bandwidth {copy_bandwidth / 1e9:.1f} GB/s: {copy_bound:.2f} tokens/s "
+          f"(not a real bound: a matrix-vector product reads faster than a copy moves)")
+    print(f"bound (b), matrix-vector read bandwidth {mv_bandwidth / 1e9:.1f} GB/s: {mv_bound:.2f} tokens/s")
+    print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
+    print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
+    print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")
+    for name in median:
+        if name.startswith("CTranslate2"):
+            print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")
+    if args.compile:
+        state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
+        print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "
+              f"{state}")
+    reference = times[PLAIN]
+    usual = statistics.median(reference)
+    disturbed = [i + 1 for i, t in enumerate(reference) if t > DISTURBED * usual]
+    print("load average (1 min) before each round, then after the last: " + " ".join(f"{x:.2f}" for x in loads))
+    print(f"disturbed rounds ({PLAIN} over {DISTURBED}x its median): "
+          + (", ".join(map(str, disturbed)) + " -- rerun on a quiet machine" if disturbed else "none"))
+    if any(v != "same" for v in verdicts.values()):
+        raise SystemExit("the contenders disagree on the tokens")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,7 @@
 """The benchmarks still run (their --tiny mode): speed is reported there, never asserted here."""
 
+import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -7,16 +9,41 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+HAS_CTRANSLATE2 = importlib.util.find_spec("ctranslate2") is not None
 
 
-@pytest.mark.parametrize("command, expected", [
-    # 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
-    (["generate_speed.py", "--tiny", "--repeats", "1", "--new-tokens", "32"], "same tokens from all of them: True"),
-    (["weight_layout.py", "--tiny", "--rounds", "1"], "of the bound"),
-])
-def test_benchmark_runs_in_tiny_mode(command, expected):
-    script, *args = command
+def run_bench(script, *args):
     result = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert expected in result.stdout
+    return result.stdout
+
+
+# 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
+TINY = ["--tiny", "--repeats", "1", "--new-tokens", "32"]
+CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "transformers generate"]
+
+
+def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
+    out = run_bench("generate_speed.py", *TINY)
+    assert "same tokens from all of them: True" in out
+    for name in CONTENDERS + ["CTranslate2"] * HAS_CTRANSLATE2:
+        # a row: the name, a median with its (min-max), a fraction of bound (b), and the token verdict
+        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+%  same$", out, re.M), name
+    if not HAS_CTRANSLATE2:
+        assert re.search(r"CTranslate2 float32 +skipped: not installed", out)
+    assert re.search(r"^bound \(a\), copy bandwidth [\d.]+ GB/s: [\d.]+ tokens/s", out, re.M)
+    assert re.search(r"^bound \(b\), matrix-vector read bandwidth [\d.]+ GB/s: [\d.]+ tokens/s", out, re.M)
+    assert re.search(r"^load average \(1 min\) before each round, then after the last: [\d.]+ [\d.]+$", out, re.M)
+    assert "disturbed rounds" in out
+
+
+def test_generate_speed_skips_ctranslate2_cleanly():
+    out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2")
+    assert re.search(r"CTranslate2 float32 +skipped: left out \(--no-ctranslate2\)", out)
+    assert not re.search(r"CTranslate2 [\d.]+ float32", out)  # no row for it
+    assert "same tokens from all of them: True" in out
+
+
+def test_weight_layout_runs_in_tiny_mode():
+    assert "of the bound" in run_bench("weight_layout.py", "--tiny", "--rounds", "1")

@@ -1,0 +1,138 @@
+"""nexttoken.fast.prepare: the fast path gives the plain loop's tokens (no timing here: see bench/)."""
+
+import random
+
+import pytest
+import torch
+from helpers import left_padded_batch, random_hf_gpt2
+
+import nexttoken
+from nexttoken import generate
+from nexttoken.fast import prepare
+
+
+def tiny_model(seed, **shape):
+    return nexttoken.from_hf_gpt2(random_hf_gpt2(seed, **shape))
+
+
+@pytest.mark.parametrize("seed, batch_size", [(s, b) for s in range(3) for b in (1, 2, 4)])
+def test_same_tokens_as_the_plain_loop_with_left_padding(seed, batch_size):
+    rng = random.Random(seed * 10 + batch_size)
+    model = tiny_model(seed, n_layer=1 + seed % 3)
+    ids, mask = left_padded_batch(rng, batch_size, 61, pad=60)
+    expected = generate(model, ids, 12, attention_mask=mask)
+    assert prepare(model).generate(ids, 12, attention_mask=mask).tolist() == expected.tolist()
+
+
+def test_same_tokens_without_a_mask_and_with_a_1d_prompt():
+    model = tiny_model(3)
+    ids = torch.tensor([5, 9, 2, 40])
+    assert prepare(model).generate(ids, 10).tolist() == generate(model, ids, 10).tolist()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_eos_finishes_rows_and_pads_them_as_the_plain_loop_does(seed):
+    rng = random.Random(seed)
+    model = tiny_model(seed)
+    ids, mask = left_padded_batch(rng, 3, 61, pad=0)
+    free = generate(model, ids, 10, attention_mask=mask)[:, ids.shape[1]:]
+    eos = [int(free[0, 2]), int(free[1, 5])]  # tokens greedy decoding really produces: rows stop early
+    expected = generate(model, ids, 10, attention_mask=mask, eos_token_id=eos, pad_token_id=59)
+    fast = prepare(model).generate(ids, 10, attention_mask=mask, eos_token_id=eos, pad_token_id=59)
+    assert fast.tolist() == expected.tolist()
+    assert (expected[:, ids.shape[1]:] == 59).any()  # the case really has a finished, padded row
+
+
+def test_zero_new_tokens_returns_the_prompt():
+    model = tiny_model(0)
+    ids = torch.tensor([[1, 2, 3]])
+    assert prepare(model).generate(ids, 0).tolist() == ids.tolist()
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_past_the_context_window_it_crops_as_the_plain_loop_does(padded):
+    model = tiny_model(1, n_positions=16)  # window of 16: 10 + 20 tokens cross it
+    rng = random.Random(7)
+    if padded:
+        ids, mask = left_padded_batch(rng, 2, 61, pad=0)
+    else:
+        ids = torch.tensor([[rng.randrange(61) for _ in range(10)]] * 2)
+        ids[1, 0] = (ids[0, 0] + 1) % 61  # rows that differ
+        mask = torch.ones_like(ids)
+    expected = generate(model, ids, 20, attention_mask=mask)
+    assert expected.shape[1] > 16
+    assert prepare(model).generate(ids, 20, attention_mask=mask).tolist() == expected.tolist()
+
+
+def test_rmsnorm_swiglu_untied_model():
+    torch.manual_seed(0)
+    config = nexttoken.DecoderConfig(vocab_size=50, context_length=24, d_model=32, n_layers=2, n_heads=4,
+                                     norm="rmsnorm", mlp="swiglu", bias=False, tie_embeddings=False)
+    model = nexttoken.Decoder(config).eval()
+    for p in model.parameters():  # larger weights than the default init: varied tokens, not a repeat
+        p.data.normal_(0, 0.3)
+    ids, mask = left_padded_batch(random.Random(3), 3, 50, pad=0)
+    expected = generate(model, ids, 30, attention_mask=mask)
+    assert len(set(expected[:, ids.shape[1]:].flatten().tolist())) > 3
+    assert prepare(model).generate(ids, 30, attention_mask=mask).tolist() == expected.tolist()
+
+
+def test_logits_processors_sampling_and_streaming_pass_through():
+    model = tiny_model(2)
+    ids = torch.tensor([[4, 8, 15], [16, 23, 42]])
+    kwargs = dict(logits_processors=[nexttoken.temperature(0.7)], select=nexttoken.sample)
+    expected = generate(model, ids, 8, generator=torch.Generator().manual_seed(1), **kwargs)
+    streamed = []
+    fast = prepare(model).generate(ids, 8, generator=torch.Generator().manual_seed(1),
+                                   on_token=streamed.append, **kwargs)
+    assert fast.tolist() == expected.tolist()
+    assert torch.stack(streamed, 1).tolist() == fast[:, 3:].tolist()
+
+
+def test_the_logits_match_the_plain_forward_pass():
+    model = tiny_model(4)
+    ids, mask = left_padded_batch(random.Random(4), 3, 61, pad=0)
+    expected = model(ids, mask)
+    real = mask.bool()  # pad slots' logits are never used
+    assert torch.allclose(prepare(model).run(ids, mask)[real], expected[real], atol=1e-5)
+
+
+def test_bad_arguments_are_refused_with_the_loops_messages():
+    model = tiny_model(0)
+    with pytest.raises(TypeError, match="nexttoken.Decoder"):
+        prepare("gpt2")
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        prepare(model).generate(torch.tensor([[1, 2]]), -1)
+    with pytest.raises(ValueError, match="input_ids holds id 99"):
+        prepare(model).generate(torch.tensor([[1, 99]]), 3)
+
+
+def test_training_mode_with_dropout_is_refused():
+    config = nexttoken.DecoderConfig(vocab_size=50, context_length=16, d_model=16, n_layers=1, n_heads=2,
+                                     dropout=0.1)
+    model = nexttoken.Decoder(config)  # training mode by default
+    with pytest.raises(ValueError, match="model.eval"):
+        prepare(model).generate(torch.tensor([[1, 2]]), 3)
+    assert prepare(model.eval()).generate(torch.tensor([[1, 2]]), 3).shape == (1, 5)
+
+
+def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
+    """compile=True is never compiled here (minutes of warm-up): a compiler that fails stands in for it."""
+    def broken_compile(fn, **kwargs):
+        def compiled(*args):
+            raise RuntimeError("no C++ compiler found")
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", broken_compile)
+    model = tiny_model(1)
+    ids = torch.tensor([[7, 3, 9]])
+    prepared = prepare(model, compile=True)
+    with pytest.warns(UserWarning, match="torch.compile failed .*no C\\+\\+ compiler found.*runs eagerly"):
+        out = prepared.generate(ids, 6)
+    assert out.tolist() == generate(model, ids, 6).tolist()
+    assert not prepared.compiled
+
+
+def test_compile_must_be_a_bool():
+    with pytest.raises(TypeError, match="compile must be True or False"):
+        prepare(tiny_model(0), compile="yes")
