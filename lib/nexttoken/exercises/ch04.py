@@ -3,6 +3,7 @@
 import torch
 
 from ..model import causal_mask
+from .ch03 import _embed, _run_blocks
 from .common import random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
@@ -132,12 +133,9 @@ def _refusing_model(seed):
 
 @torch.no_grad()
 def _last_position_logits(model, input_ids, slice_at=-1, norm=True, mask=True):
-    x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(input_ids.shape[1]))
     T = input_ids.shape[1]
     m = causal_mask(T) if mask else torch.ones(T, T, dtype=torch.bool)
-    for block in model.blocks:
-        x, _ = block(x, m)
-    h = x[:, slice_at, :]
+    h = _run_blocks(model, _embed(model, input_ids), m)[:, slice_at, :]  # chapter 3's forward, to the blocks
     return model.lm_head(model.final_norm(h) if norm else h)
 
 
