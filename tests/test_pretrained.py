@@ -75,3 +75,42 @@ def test_train_command_runs_a_few_steps(tmp_path):
     assert metrics["tokens_seen"] == 3 * 4 * 16 and metrics["val_loss"] > 0
     model = nexttoken.load_decoder(tmp_path / "run")
     assert model.config.d_model == 16
+
+
+def test_recipe_is_its_phases_run_by_hand(tmp_path):
+    """`--recipe` runs its phases in order, each later phase from the previous phase's saved
+    weights, and records both histories: the same weights as the phases typed one by one."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"A{i}:\nto be or not to be, that is question {i}" for i in range(60)))
+    from safetensors.torch import load_file
+
+    from nexttoken.train import RECIPES, main
+
+    main(["--recipe", "smoke", "--corpus", str(corpus), "--out", str(tmp_path / "recipe")])
+    first, second = RECIPES["smoke"]
+    main(["--corpus", str(corpus), "--out", str(tmp_path / "one"), *first])
+    main(["--corpus", str(corpus), "--out", str(tmp_path / "two"), *second, "--init-from", str(tmp_path / "one")])
+
+    by_recipe = load_file(tmp_path / "recipe" / "model.safetensors")
+    by_hand = load_file(tmp_path / "two" / "model.safetensors")
+    assert by_recipe.keys() == by_hand.keys()
+    assert all(torch.equal(by_recipe[k], by_hand[k]) for k in by_hand)
+    phase_one = load_file(tmp_path / "one" / "model.safetensors")
+    assert not all(torch.equal(phase_one[k], by_hand[k]) for k in by_hand)  # phase 2 trained
+
+    metrics = json.loads((tmp_path / "recipe" / "metrics.json").read_text())
+    assert metrics["command"].startswith("python -m nexttoken.train --recipe smoke")
+    assert [[h["step"] for h in p["history"]] for p in metrics["phases"]] == [[2, 4], [1, 2]]
+    assert metrics["tokens_seen"] == (4 + 2) * 4 * 16  # phase 1 stopped at step 4 of 6
+    assert metrics["val_loss"] == json.loads((tmp_path / "two" / "metrics.json").read_text())["val_loss"]
+
+
+def test_recipe_refuses_options_it_fixes(capsys):
+    from nexttoken.train import main
+
+    with pytest.raises(SystemExit):
+        main(["--recipe", "default", "--corpus", "x", "--out", "y", "--lr", "1"])
+    assert "--recipe default fixes the training options; remove --lr" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--corpus", "x", "--out", "y", "--steps", "10", "--stop-at", "11"])
+    assert "--stop-at must be between 1 and --steps (10), got 11" in capsys.readouterr().err

@@ -1,9 +1,11 @@
 """Train a small ``Decoder`` on Tiny Shakespeare (GPT-2 tokenizer, full vocabulary).
 
-    python -m nexttoken.train --corpus ../shared/data/tinyshakespeare.txt --out runs/default
+    python -m nexttoken.train --corpus ../shared/data/tinyshakespeare.txt --out runs/mine
+    python -m nexttoken.train --recipe default --corpus ../shared/data/tinyshakespeare.txt --out runs/default
 
 Seeded; shows a progress bar with the current loss; writes config.json, model.safetensors (fp16)
 and metrics.json (train/validation loss, tokens seen, wall time, hardware) into --out.
+``--recipe default`` is the one command that made the shipped model (both of its phases).
 """
 
 import argparse
@@ -11,6 +13,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import time
 from pathlib import Path
 
@@ -25,6 +28,26 @@ from .pretrained import load_decoder, save_decoder
 
 # With --init-from, the architecture comes from the saved config, not from these options.
 ARCHITECTURE_ARGS = ("d_model", "n_layers", "n_heads", "context_length")
+
+# A recipe is a list of phases, each a list of options; every phase after the first starts
+# from the previous phase's saved weights (float16, as shipped) with a fresh optimizer.
+# "default" made the shipped model: a 1200-step cosine schedule stopped at step 700 (the
+# validation loss had flattened), then 80 steps annealed from a lower learning rate.
+# "smoke" has the same shape at a toy size, for the tests.
+RECIPES = {
+    "default": [
+        ["--n-layers", "6", "--dropout", "0.15", "--lr", "3e-3", "--steps", "1200",
+         "--stop-at", "700", "--eval-every", "100"],
+        ["--dropout", "0.15", "--batch-size", "32", "--steps", "80", "--lr", "0.0006",
+         "--warmup", "10", "--weight-decay", "0.1", "--eval-every", "20", "--seed", "7"],
+    ],
+    "smoke": [
+        ["--d-model", "16", "--n-layers", "1", "--n-heads", "2", "--context-length", "16",
+         "--batch-size", "4", "--steps", "6", "--stop-at", "4", "--warmup", "2", "--eval-every", "2"],
+        ["--batch-size", "4", "--steps", "2", "--lr", "0.0006", "--warmup", "1",
+         "--eval-every", "1", "--seed", "7"],
+    ],
+}
 
 
 def random_windows(stream: torch.Tensor, batch_size: int, length: int, generator: torch.Generator):
@@ -62,6 +85,8 @@ def learning_rate(step: int, args) -> float:
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m nexttoken.train", description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", choices=sorted(RECIPES),
+                   help="run a recorded multi-phase recipe; the other training options are not allowed with it")
     p.add_argument("--corpus", required=True, help="path to tinyshakespeare.txt")
     p.add_argument("--out", required=True, help="folder for config.json, model.safetensors, metrics.json")
     p.add_argument("--d-model", type=int, default=128)
@@ -70,7 +95,9 @@ def parse_args(argv=None):
     p.add_argument("--context-length", type=int, default=128)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=2000, help="length of the learning-rate schedule")
+    p.add_argument("--stop-at", type=int, default=None,
+                   help="stop after this many steps of the --steps schedule (default: run it all)")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--warmup", type=int, default=100)
     p.add_argument("--weight-decay", type=float, default=0.1)
@@ -79,13 +106,58 @@ def parse_args(argv=None):
     p.add_argument("--init-from", help="start from the weights (and config) saved in this folder, "
                    "e.g. to continue with a lower learning rate")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.recipe:
+        given = [k for k, v in vars(args).items()
+                 if k not in ("recipe", "corpus", "out", "threads") and v != p.get_default(k)]
+        if given:
+            p.error(f"--recipe {args.recipe} fixes the training options; remove "
+                    + ", ".join("--" + k.replace("_", "-") for k in given))
+    if args.stop_at is not None and not 1 <= args.stop_at <= args.steps:
+        p.error(f"--stop-at must be between 1 and --steps ({args.steps}), got {args.stop_at}")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.recipe:
+        run_recipe(args)
+    else:
+        metrics = train(args)
+        print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
+
+
+def run_recipe(args) -> None:
+    """Run each phase of ``RECIPES[args.recipe]`` into ``--out/phase-N``; the last phase's weights
+    and one metrics.json (both phases' histories) go into ``--out``."""
+    out = Path(args.out)
+    common = ["--corpus", args.corpus] + (["--threads", str(args.threads)] if args.threads else [])
+    phases, previous = [], None
+    for number, options in enumerate(RECIPES[args.recipe], start=1):
+        folder = out / f"phase-{number}"
+        argv = common + ["--out", str(folder)] + options
+        argv += ["--init-from", str(previous)] if previous else []
+        phases.append(train(parse_args(argv)))
+        previous = folder
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(previous / name, out / name)
+    last = phases[-1]
+    metrics = {
+        **{k: last[k] for k in ("train_loss", "val_loss", "train_tokens", "val_tokens", "parameters",
+                                "hardware", "torch")},
+        "tokens_seen": sum(p["tokens_seen"] for p in phases),
+        "wall_time_s": round(sum(p["wall_time_s"] for p in phases), 1),
+        "command": f"python -m nexttoken.train --recipe {args.recipe} --corpus {args.corpus} --out {args.out}",
+        "phases": [{"command": p["command"], "history": p["history"]} for p in phases],
+    }
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in metrics.items() if k != "phases"}, indent=2))
+
+
+def train(args) -> dict:
+    """One training run as the options say; writes weights and metrics.json into ``args.out``."""
     torch.manual_seed(args.seed)
     batches = torch.Generator().manual_seed(args.seed)
     train, valid = load_corpus(args.corpus)
@@ -113,7 +185,8 @@ def main(argv=None):
     out = Path(args.out)
     history = []
     start = time.time()
-    bar = tqdm(range(args.steps), desc="training", mininterval=2.0)
+    last_step = args.stop_at or args.steps
+    bar = tqdm(range(last_step), desc="training", mininterval=2.0)
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args)
@@ -124,7 +197,7 @@ def main(argv=None):
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         bar.set_postfix(loss=f"{loss.item():.3f}")
-        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
+        if (step + 1) % args.eval_every == 0 or step + 1 == last_step:
             val = validation_loss(model, valid)
             history.append({"step": step + 1, "train_loss": round(loss.item(), 4), "val_loss": round(val, 4),
                             "minutes": round((time.time() - start) / 60, 1)})
@@ -134,7 +207,7 @@ def main(argv=None):
     metrics = {
         "train_loss": validation_loss(model, train[: len(valid)]),  # same-size slice, dropout off
         "val_loss": validation_loss(model, valid),
-        "tokens_seen": args.steps * args.batch_size * args.context_length,
+        "tokens_seen": last_step * args.batch_size * args.context_length,
         "train_tokens": len(train),
         "val_tokens": len(valid),
         "parameters": model.num_parameters(),
@@ -149,7 +222,7 @@ def main(argv=None):
     }
     save_decoder(model, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
+    return metrics
 
 
 if __name__ == "__main__":
