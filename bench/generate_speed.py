@@ -8,8 +8,10 @@ prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same 
 
 - nexttoken's loop without the KV cache, and with it (``nexttoken.generate``, the lesson's loop);
 - the cached loop after ``nexttoken.fast.lay_out_for_cpu`` (widening weights stored (in, out));
-- the fast path, ``nexttoken.fast.prepare(model).generate`` (plain and laid-out weights), and with
-  ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes, is printed);
+- the fast path, ``nexttoken.fast.prepare(model).generate`` (on CPU its linear layers run oneDNN's
+  matmul), the same with ``nn.Linear``'s own matmul (``onednn=False``) on plain and laid-out weights,
+  and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
+  is printed);
 - transformers' ``generate`` with its cache (the model the weights come from);
 - CTranslate2 float32 (converted from the same transformers weights), when ``ctranslate2`` is
   installed (``pip install -e ".[bench]"``), in a worker process of its own: torch and CTranslate2
@@ -17,13 +19,14 @@ prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same 
 
 Every contender's tokens are compared with the cached loop's. Two bounds, from the bytes of weights
 each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
-convention), (b) divided by the bandwidth a large matrix-vector product reads (torch.mv over a ~1 GB
-float32 matrix, the faster of its two storage orders), which is what a generation step does. (a) is
-not a bound: a good engine beats it; on some machines CTranslate2's own kernels beat (b) too.
+convention), (b) divided by the bandwidth a large matrix-vector product reads (a ~1 GB float32
+matrix in both storage orders, multiplied by torch.mv and, on CPU, by oneDNN: the fastest of them),
+which is what a generation step does. (a) is not a bound: a good engine beats it.
 
-All of it is timed round after round (each contender once per round, the two bandwidths too), so a slow
-minute on a shared machine slows every contender alike. The load average is printed per round, and a
-round whose cached loop took over 1.3x its median is flagged as disturbed: compare only quiet runs.
+All of it is timed round after round (each contender once per round, each bandwidth probe too, as the
+best of three calls), so a slow minute on a shared machine slows every contender alike. The load
+average is printed per round, and a round whose cached loop took over 1.3x its median is flagged as
+disturbed: compare only quiet runs.
 """
 
 import argparse
@@ -84,6 +87,15 @@ def interleaved_rounds(fns: dict, repeats: int, device) -> tuple[dict, dict, lis
     return times, results, loads
 
 
+def best_of_three(fn, device):
+    """A probe timed three times in a row, reporting its fastest call (a bound is the best the machine
+    does; one call of a 1 GB probe is tens of milliseconds, easily caught by a neighbour's burst)."""
+    def timed():
+        return min(seconds(fn, device)[0] for _ in range(3)), None
+    timed.self_timed = True
+    return timed
+
+
 COPY_BYTES = 1 << 29
 MV_BYTES = 1 << 30
 
@@ -96,12 +108,13 @@ def big_copy(device, nbytes: int = COPY_BYTES):
     return lambda: dst.copy_(src)
 
 
-def big_mv(device, nbytes: int = MV_BYTES, layout: str = "row-major"):
+def big_mv(device, nbytes: int = MV_BYTES, layout: str = "row-major", kernel: str = "torch.mv"):
     """A float32 matrix-vector product over an nbytes matrix: it reads nbytes (the vector is tiny).
 
     The same kind of read as a generation step at batch 1, without the rest of the step. The matrix
-    is stored row-major (as nn.Linear keeps (out, in)) or column-major (as lay_out_for_cpu keeps it):
-    BLAS reads one faster than the other, and which one depends on the machine, so both are timed.
+    is stored row-major (as nn.Linear keeps (out, in)) or column-major (as lay_out_for_cpu keeps it),
+    and multiplied by ``torch.mv`` (MKL on x86 CPUs) or by oneDNN's linear (what the fast path uses
+    on CPU): which one reads fastest depends on the machine, so all four are timed.
     """
     columns = 4096
     rows = nbytes // 4 // columns
@@ -110,6 +123,8 @@ def big_mv(device, nbytes: int = MV_BYTES, layout: str = "row-major"):
     else:
         matrix = torch.ones(columns, rows, dtype=torch.float32, device=device).t()
     vector = torch.ones(columns, dtype=torch.float32, device=device)
+    if kernel == "oneDNN":
+        return lambda: torch.ops.mkldnn._linear_pointwise(vector[None], matrix, None, "none", [None], "")
     return lambda: torch.mv(matrix, vector)
 
 
@@ -178,13 +193,16 @@ def main():
     n = args.new_tokens
 
     laid_out = nexttoken.fast.lay_out_for_cpu(copy.deepcopy(model))  # the same weights, (in, out) where wider
-    fast, fast_laid_out = nexttoken.fast.prepare(model), nexttoken.fast.prepare(laid_out)
+    fast = nexttoken.fast.prepare(model)
+    fast_torch = nexttoken.fast.prepare(model, onednn=False)
+    fast_laid_out = nexttoken.fast.prepare(laid_out, onednn=False)
     runs = {
         "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False),
         PLAIN: lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
         "  same, lay_out_for_cpu": lambda k: nexttoken.generate(laid_out, prompt, k, use_cache=True),
         "fast path (prepare)": lambda k: fast.generate(prompt, k),
-        "  same, lay_out_for_cpu ": lambda k: fast_laid_out.generate(prompt, k),
+        "  same, onednn=False": lambda k: fast_torch.generate(prompt, k),
+        "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k),
         "transformers generate": lambda k: hf.generate(
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
             use_cache=True, pad_token_id=0),
@@ -206,9 +224,11 @@ def main():
 
     # The bandwidth probes: ~1 GB each on the full model (so caches do not help), far less in --tiny.
     probe_bytes = (1 << 24) if args.tiny else None
-    probes = {"copy": big_copy(device, probe_bytes or COPY_BYTES),
-              "mv": big_mv(device, probe_bytes or MV_BYTES, "row-major"),
-              "mv, column-major": big_mv(device, probe_bytes or MV_BYTES, "column-major")}
+    kernels = ["torch.mv"] + (["oneDNN"] if nexttoken.fast.can_use_onednn(model) else [])
+    probes = {"copy": big_copy(device, probe_bytes or COPY_BYTES)}
+    for kernel in kernels:
+        for layout in ("row-major", "column-major"):
+            probes[f"mv: {kernel}, {layout}"] = big_mv(device, probe_bytes or MV_BYTES, layout, kernel)
     copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
 
     warm_up = {}
@@ -219,7 +239,7 @@ def main():
         timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
         if worker is not None:
             timed[next(name for name in runs if name.startswith("CTranslate2"))].self_timed = True
-        timed.update(probes)
+        timed.update({name: best_of_three(fn, device) for name, fn in probes.items()})
         times, results, loads = interleaved_rounds(timed, args.repeats, device)
     if worker is not None:
         worker.close()
@@ -228,8 +248,9 @@ def main():
     for probe in probes:
         results.pop(probe)
     copy_bandwidth = copy_bytes / statistics.median(times.pop("copy"))
-    # The faster layout's median: the most a matrix-vector product read here
-    mv_bandwidth = mv_bytes / min(statistics.median(times.pop("mv")), statistics.median(times.pop("mv, column-major")))
+    # The fastest kernel and layout (by median): the most a matrix-vector product read here
+    mv_bandwidths = {name: mv_bytes / statistics.median(times.pop(name)) for name in probes if name != "copy"}
+    mv_bandwidth = max(mv_bandwidths.values())
     per_token = weight_bytes_per_token(model)
     copy_bound, mv_bound = copy_bandwidth / per_token, mv_bandwidth / per_token
     speed = {name: [n / t for t in ts] for name, ts in times.items()}
@@ -239,17 +260,20 @@ def main():
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
     print(f"model: GPT-2 shape, {model.num_parameters() / 1e6:.1f}M parameters, float32, batch 1, "
           f"prompt 16, {n} new tokens, {args.repeats} interleaved rounds")
-    print(f"{'contender':28s} {'tok/s median (min-max)':>26s} {'of bound (b)':>13s}  tokens vs {PLAIN}")
+    print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of bound (b)':>13s}  tokens vs {PLAIN}")
     for name, s in speed.items():
         spread = f"{median[name]:.2f} ({min(s):.2f}-{max(s):.2f})"
-        print(f"  {name:26s} {spread:>26s} {median[name] / mv_bound:12.0%}  {verdicts[name]}")
+        print(f"  {name:30s} {spread:>26s} {median[name] / mv_bound:12.0%}  {verdicts[name]}")
     if skipped:
-        print(f"  {'CTranslate2 float32':26s} skipped: {skipped}")
+        print(f"  {'CTranslate2 float32':30s} skipped: {skipped}")
     print(f"same tokens from all of them: {all(v == 'same' for v in verdicts.values())}")
     print(f"weights read per token: {per_token / 1e6:.1f} MB")
     print(f"bound (a), copy bandwidth {copy_bandwidth / 1e9:.1f} GB/s: {copy_bound:.2f} tokens/s "
           f"(not a real bound: a matrix-vector product reads faster than a copy moves)")
-    print(f"bound (b), matrix-vector read bandwidth {mv_bandwidth / 1e9:.1f} GB/s: {mv_bound:.2f} tokens/s")
+    print("matrix-vector read bandwidth, 1 GB float32 matrix: "
+          + ", ".join(f"{name[4:]} {bw / 1e9:.1f} GB/s" for name, bw in mv_bandwidths.items()))
+    print(f"bound (b), matrix-vector read bandwidth {mv_bandwidth / 1e9:.1f} GB/s (the fastest of them): "
+          f"{mv_bound:.2f} tokens/s")
     print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
     print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")

@@ -21,7 +21,8 @@ def run_bench(script, *args):
 
 # 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
 TINY = ["--tiny", "--repeats", "1", "--new-tokens", "32"]
-CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "transformers generate"]
+CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "same, onednn=False",
+              "transformers generate"]
 
 
 def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
@@ -33,7 +34,9 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     if not HAS_CTRANSLATE2:
         assert re.search(r"CTranslate2 float32 +skipped: not installed", out)
     assert re.search(r"^bound \(a\), copy bandwidth [\d.]+ GB/s: [\d.]+ tokens/s", out, re.M)
-    assert re.search(r"^bound \(b\), matrix-vector read bandwidth [\d.]+ GB/s: [\d.]+ tokens/s", out, re.M)
+    assert re.search(r"^bound \(b\), matrix-vector read bandwidth [\d.]+ GB/s \(the fastest of them\): "
+                     r"[\d.]+ tokens/s", out, re.M)
+    assert re.search(r"^matrix-vector read bandwidth, .*torch.mv, row-major [\d.]+ GB/s", out, re.M)
     assert re.search(r"^load average \(1 min\) before each round, then after the last: [\d.]+ [\d.]+$", out, re.M)
     assert "disturbed rounds" in out
 

@@ -15,13 +15,31 @@ def tiny_model(seed, **shape):
     return nexttoken.from_hf_gpt2(random_hf_gpt2(seed, **shape))
 
 
+@pytest.mark.parametrize("onednn", [None, False], ids=["default", "torch-matmul"])
 @pytest.mark.parametrize("seed, batch_size", [(s, b) for s in range(3) for b in (1, 2, 4)])
-def test_same_tokens_as_the_plain_loop_with_left_padding(seed, batch_size):
+def test_same_tokens_as_the_plain_loop_with_left_padding(seed, batch_size, onednn):
     rng = random.Random(seed * 10 + batch_size)
     model = tiny_model(seed, n_layer=1 + seed % 3)
     ids, mask = left_padded_batch(rng, batch_size, 61, pad=60)
     expected = generate(model, ids, 12, attention_mask=mask)
-    assert prepare(model).generate(ids, 12, attention_mask=mask).tolist() == expected.tolist()
+    fast = prepare(model, onednn=onednn)
+    uses_onednn = onednn is None and nexttoken.fast.can_use_onednn(model)  # x86 CPU builds: yes
+    assert fast.linear is (nexttoken.fast.onednn_linear if uses_onednn else nexttoken.fast.torch_linear)
+    assert fast.generate(ids, 12, attention_mask=mask).tolist() == expected.tolist()
+
+
+def test_onednn_linear_equals_the_module_and_is_refused_where_it_cannot_run():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(16, 40)
+    x = torch.randn(2, 3, 16)
+    with torch.no_grad():
+        assert torch.allclose(nexttoken.fast.onednn_linear(layer, x), layer(x), atol=1e-6)
+    assert nexttoken.fast.onednn_linear(layer, x).requires_grad  # with gradients on: nn.Linear itself
+    with pytest.raises(ValueError, match="onednn=True needs a float32 model on the CPU"):
+        prepare(tiny_model(0).double(), onednn=True)
+    assert prepare(tiny_model(0).double()).linear is nexttoken.fast.torch_linear  # default: falls back
+    with pytest.raises(TypeError, match="onednn must be None, True or False"):
+        prepare(tiny_model(0), onednn="yes")
 
 
 def test_same_tokens_without_a_mask_and_with_a_1d_prompt():
@@ -119,7 +137,7 @@ def test_training_mode_with_dropout_is_refused():
 def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
     """compile=True is never compiled here (minutes of warm-up): a compiler that fails stands in for it."""
     def broken_compile(fn, **kwargs):
-        def compiled(*args):
+        def compiled(*args, **kwargs):
             raise RuntimeError("no C++ compiler found")
         return compiled
 

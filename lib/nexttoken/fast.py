@@ -5,8 +5,9 @@ Nothing in the lesson needs them: ``Decoder(config)`` builds plain ``nn.Linear``
 can you (see the appendix on CPU weight layout):
 
 - ``lay_out_for_cpu(model)``: widening weights stored (in, out) in memory.
-- ``prepare(model)``: the same model run by a leaner forward pass with a preallocated cache;
-  ``prepare(model).generate(ids, n, ...)`` gives the tokens ``nexttoken.generate(model, ids, n, ...)`` gives.
+- ``prepare(model)``: the same model run by a leaner forward pass with a preallocated cache and,
+  on CPU, oneDNN's matrix products; ``prepare(model).generate(ids, n, ...)`` gives the tokens
+  ``nexttoken.generate(model, ids, n, ...)`` gives.
 """
 
 import functools
@@ -64,6 +65,32 @@ class StaticCache:
         return self.length
 
 
+def torch_linear(module: nn.Linear, x):
+    return module(x)
+
+
+def onednn_linear(module: nn.Linear, x):
+    """``module(x)``, computed by oneDNN's matrix product instead of the BLAS library's.
+
+    PyTorch's x86 builds ship two matrix libraries: MKL, which ``nn.Linear`` calls, and oneDNN
+    (named "mkldnn" in PyTorch), which ``torch.compile`` calls for CPU linear layers. For the
+    one-row products of a generation step oneDNN reads the weights faster on some CPUs (1.2x to
+    1.5x per layer on the AMD machine this was written on, where MKL takes a generic code path);
+    ``bench/generate_speed.py`` compares both on yours. Same weights, read in place: nothing is
+    copied. The sums run in another order, so the last bits of the logits may differ from
+    ``module(x)``'s, as between any two matmul kernels. The op has no gradient: inference only.
+    """
+    if torch.is_grad_enabled() and module.weight.requires_grad:
+        return module(x)
+    return torch.ops.mkldnn._linear_pointwise(x, module.weight, module.bias, "none", [None], "")
+
+
+def can_use_onednn(model: nn.Module) -> bool:
+    """Whether oneDNN's linear layers apply: a float32 model on the CPU, a PyTorch built with oneDNN."""
+    return (torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+            and all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters()))
+
+
 class Prepared:
     """A ``Decoder`` run by ``fast_run``: ``generate`` has ``nexttoken.generate``'s arguments and tokens.
 
@@ -72,9 +99,11 @@ class Prepared:
     ``nexttoken.generate``, not a copy of it: only the forward pass differs.
     """
 
-    def __init__(self, model: Decoder, compile: bool = False):
+    def __init__(self, model: Decoder, compile: bool = False, onednn: bool = False):
         self.model = model
         self.config = model.config
+        self.linear = onednn_linear if onednn else torch_linear
+        self.onednn = onednn
         self.generate = functools.partial(generate, self)  # prepared.generate(ids, n, eos_token_id=...)
         # The layers' tensor work, eager or compiled. Compiled, it becomes two graphs (observed with
         # torch 2.13): one for the prompt, one for the one-token step, with dynamic shapes so that a
@@ -90,24 +119,28 @@ class Prepared:
 
     def call_layers(self, *args):
         if not self.compiled:
-            return run_layers(*args)
+            return run_layers(*args, linear=self.linear)
         try:
-            return self.layers(*args)
+            return self.layers(*args, linear=self.linear)
         except Exception as error:  # no C++ compiler, an unsupported platform...: run eagerly instead
             # (a bug of our own would fail the eager call below too, so it is not hidden)
             warnings.warn(f"torch.compile failed ({type(error).__name__}: {str(error)[:200]}); "
                           "the fast path runs eagerly (same tokens, without the compiler's gain)", stacklevel=2)
             self.compiled = False
-            return run_layers(*args)
+            return run_layers(*args, linear=self.linear)
 
 
-def prepare(model: Decoder, compile: bool = False) -> Prepared:
+def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -> Prepared:
     """The opt-in fast path: ``prepare(model).generate(input_ids, max_new_tokens, ...)``.
 
     Same arguments, same checks and the same tokens as ``nexttoken.generate(model, ...)``; the model
     and its weights are shared, not copied, and not changed (apply ``lay_out_for_cpu`` yourself if it
     helps on your machine: ``bench/generate_speed.py`` measures it). Inference only: it refuses a
     model in training mode with dropout, whose tokens would be random anyway.
+
+    ``onednn``: run the linear layers with oneDNN's matmul (``onednn_linear``). ``None`` (the
+    default) does so where it applies (a float32 model on the CPU, a PyTorch built with oneDNN),
+    ``True`` requires it, ``False`` keeps ``nn.Linear``'s own (MKL on x86 CPUs, cuBLAS on CUDA).
 
     ``compile=True`` runs the layers through ``torch.compile`` (needs a C++ compiler on CPU): the first
     call compiles them, for minutes; where compiling fails, it warns and runs eagerly. Its floats may
@@ -118,7 +151,12 @@ def prepare(model: Decoder, compile: bool = False) -> Prepared:
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
     if not isinstance(compile, bool):
         raise TypeError(f"compile must be True or False, got {compile!r}")
-    return Prepared(model, compile)
+    if onednn not in (None, True, False):
+        raise TypeError(f"onednn must be None, True or False, got {onednn!r}")
+    if onednn and not can_use_onednn(model):
+        raise ValueError("onednn=True needs a float32 model on the CPU and a PyTorch built with oneDNN "
+                         f"(torch.backends.mkldnn.is_available() is {torch.backends.mkldnn.is_available()})")
+    return Prepared(model, compile, can_use_onednn(model) if onednn is None else onednn)
 
 
 def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None, layers=None):
@@ -174,9 +212,11 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
     return (layers or run_layers)(model, input_ids, positions, mask, is_causal, padded, kv, past)
 
 
-def run_layers(model: Decoder, input_ids, positions, mask, is_causal: bool, padded: bool, kv, past: int):
+def run_layers(model: Decoder, input_ids, positions, mask, is_causal: bool, padded: bool, kv, past: int,
+               linear=torch_linear):
     """Embeddings, blocks, final norm, LM head: tensors only, no Python decisions on their values
-    (what ``torch.compile`` can capture in one graph). ``kv``: the static cache's buffer, or None."""
+    (what ``torch.compile`` can capture in one graph). ``kv``: the static cache's buffer, or None.
+    ``linear(module, x)`` runs each linear layer: ``module(x)`` or ``onednn_linear``."""
     B, T = input_ids.shape
     heads, head_dim = model.config.n_heads, model.config.head_dim
     end = past + T
@@ -184,7 +224,7 @@ def run_layers(model: Decoder, input_ids, positions, mask, is_causal: bool, padd
     for layer, block in enumerate(model.blocks):
         attn = block.attn
         # (B, T, 3 * d_model) -> (3, B, heads, T, head_dim) in one view and one permute: q, k, v
-        qkv = attn.qkv(block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
+        qkv = linear(attn.qkv, block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv
         if kv is not None:
             kv[layer, :, :, :, past:end] = qkv[1:]  # keys and values in one copy
@@ -192,6 +232,15 @@ def run_layers(model: Decoder, input_ids, positions, mask, is_causal: bool, padd
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
         if padded:
             out = out.nan_to_num(0.0)  # a pad slot that sees no key gets 0, as in Decoder.run
-        x = x + attn.proj(out.transpose(1, 2).reshape(B, T, -1))
-        x = x + block.mlp(block.norm2(x))
-    return model.lm_head(model.final_norm(x))
+        x = x + linear(attn.proj, out.transpose(1, 2).reshape(B, T, -1))
+        x = x + mlp(block.mlp, block.norm2(x), linear)
+    return linear(model.lm_head, model.final_norm(x))
+
+
+def mlp(module, x, linear):
+    """``MLP.forward`` with each linear layer run by ``linear``."""
+    if module.kind == "swiglu":
+        hidden = F.silu(linear(module.gate, x)) * linear(module.up, x)
+    else:
+        hidden = F.gelu(linear(module.up, x), approximate="tanh")
+    return linear(module.down, hidden)
