@@ -114,3 +114,25 @@ def test_recipe_refuses_options_it_fixes(capsys):
     with pytest.raises(SystemExit):
         main(["--corpus", "x", "--out", "y", "--steps", "10", "--stop-at", "11"])
     assert "--stop-at must be between 1 and --steps (10), got 11" in capsys.readouterr().err
+
+
+def test_the_shipped_model_was_made_by_the_default_recipe():
+    """metrics.json records `--recipe default`, and each phase ran exactly that phase's options."""
+    import shlex
+
+    from nexttoken.train import ARCHITECTURE_ARGS, RECIPES, parse_args
+
+    metrics = json.loads(resources.files("nexttoken").joinpath("pretrained", "metrics.json").read_text())
+    assert metrics["command"].startswith("python -m nexttoken.train --recipe default ")
+    assert len(metrics["phases"]) == len(RECIPES["default"])
+    paths = ("corpus", "out", "init_from")
+    for phase, options in zip(metrics["phases"], RECIPES["default"]):
+        recorded = vars(parse_args(shlex.split(phase["command"])[3:]))
+        planned = vars(parse_args(["--corpus", "c", "--out", "o", *options]))
+        for key in ARCHITECTURE_ARGS if recorded["init_from"] else ():
+            planned.pop(key), recorded.pop(key, None)  # a continued phase takes them from its start
+        assert {k: v for k, v in recorded.items() if k not in paths} == \
+               {k: v for k, v in planned.items() if k not in paths}
+    steps = [phase["history"][-1]["step"] for phase in metrics["phases"]]
+    assert steps == [700, 80]
+    assert metrics["tokens_seen"] == sum(steps) * 32 * 128
