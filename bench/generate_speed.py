@@ -21,7 +21,10 @@ Every contender's tokens are compared with the cached loop's. Two bounds, from t
 each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
 convention), (b) divided by the bandwidth a large matrix-vector product reads (a ~1 GB float32
 matrix in both storage orders, multiplied by torch.mv and, on CPU, by oneDNN: the fastest of them),
-which is what a generation step does. (a) is not a bound: a good engine beats it.
+which is what a generation step does. (a) is not a bound: a good engine beats it. (c) is the time of
+the step's own matrix-vector products alone (every linear layer of the model applied to one row, back
+to back, with the fast path's kernel): what a step would cost with nothing else in it, at the sizes
+of this model's matrices, which read slower than one large matrix.
 
 All of it is timed round after round (each contender once per round, each bandwidth probe too, as the
 best of three calls), so a slow minute on a shared machine slows every contender alike. The load
@@ -128,6 +131,14 @@ def big_mv(device, nbytes: int = MV_BYTES, layout: str = "row-major", kernel: st
     return lambda: torch.mv(matrix, vector)
 
 
+def step_products(model: nexttoken.Decoder, linear):
+    """Every linear layer of the model (LM head included) applied to one row, back to back: the
+    matrix-vector products of one generation step and nothing else, on the step's own weights."""
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    rows = [torch.ones(1, m.in_features, device=m.weight.device) for m in layers]
+    return lambda: [linear(m, x) for m, x in zip(layers, rows)]
+
+
 def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
     """Every weight is read once per new token, except the position table, of which one row is read.
     A tied embedding is one matrix: read in full by the LM head, one row by the lookup."""
@@ -230,6 +241,8 @@ def main():
         for layout in ("row-major", "column-major"):
             probes[f"mv: {kernel}, {layout}"] = big_mv(device, probe_bytes or MV_BYTES, layout, kernel)
     copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
+    # (c): the step's own products with the fast path's kernel (oneDNN on CPU where it applies)
+    probes["step's products"] = step_products(model, fast.linear)
 
     warm_up = {}
     with torch.no_grad():
@@ -249,10 +262,13 @@ def main():
         results.pop(probe)
     copy_bandwidth = copy_bytes / statistics.median(times.pop("copy"))
     # The fastest kernel and layout (by median): the most a matrix-vector product read here
-    mv_bandwidths = {name: mv_bytes / statistics.median(times.pop(name)) for name in probes if name != "copy"}
+    products_seconds = statistics.median(times.pop("step's products"))
+    mv_bandwidths = {name: mv_bytes / statistics.median(times.pop(name)) for name in probes if name.startswith("mv")}
     mv_bandwidth = max(mv_bandwidths.values())
     per_token = weight_bytes_per_token(model)
     copy_bound, mv_bound = copy_bandwidth / per_token, mv_bandwidth / per_token
+    products_bound = 1 / products_seconds
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     speed = {name: [n / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(s) for name, s in speed.items()}
     verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()}
@@ -260,20 +276,24 @@ def main():
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
     print(f"model: GPT-2 shape, {model.num_parameters() / 1e6:.1f}M parameters, float32, batch 1, "
           f"prompt 16, {n} new tokens, {args.repeats} interleaved rounds")
-    print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of bound (b)':>13s}  tokens vs {PLAIN}")
+    print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of (b)':>7s} {'of (c)':>7s}  tokens vs {PLAIN}")
     for name, s in speed.items():
         spread = f"{median[name]:.2f} ({min(s):.2f}-{max(s):.2f})"
-        print(f"  {name:30s} {spread:>26s} {median[name] / mv_bound:12.0%}  {verdicts[name]}")
+        print(f"  {name:30s} {spread:>26s} {median[name] / mv_bound:7.0%} {median[name] / products_bound:7.0%}  "
+              f"{verdicts[name]}")
     if skipped:
         print(f"  {'CTranslate2 float32':30s} skipped: {skipped}")
     print(f"same tokens from all of them: {all(v == 'same' for v in verdicts.values())}")
     print(f"weights read per token: {per_token / 1e6:.1f} MB")
     print(f"bound (a), copy bandwidth {copy_bandwidth / 1e9:.1f} GB/s: {copy_bound:.2f} tokens/s "
           f"(not a real bound: a matrix-vector product reads faster than a copy moves)")
-    print("matrix-vector read bandwidth, 1 GB float32 matrix: "
+    print(f"matrix-vector read bandwidth, {mv_bytes / 2**30:.3g} GiB float32 matrix: "
           + ", ".join(f"{name[4:]} {bw / 1e9:.1f} GB/s" for name, bw in mv_bandwidths.items()))
     print(f"bound (b), matrix-vector read bandwidth {mv_bandwidth / 1e9:.1f} GB/s (the fastest of them): "
           f"{mv_bound:.2f} tokens/s")
+    print(f"bound (c), the step's matrix-vector products alone ({n_linear} linear layers, "
+          f"one row, {fast.linear.__name__}), back to back: {products_seconds * 1e3:.1f} ms, "
+          f"{products_bound:.2f} tokens/s (per-layer matrices of a few MB read slower than one 1 GB matrix)")
     print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
     print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")

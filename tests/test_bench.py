@@ -29,14 +29,16 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     out = run_bench("generate_speed.py", *TINY)
     assert "same tokens from all of them: True" in out
     for name in CONTENDERS + ["CTranslate2"] * HAS_CTRANSLATE2:
-        # a row: the name, a median with its (min-max), a fraction of bound (b), and the token verdict
-        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+%  same$", out, re.M), name
+        # a row: the name, a median with its (min-max), fractions of bounds (b) and (c), the token verdict
+        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M), name
     if not HAS_CTRANSLATE2:
         assert re.search(r"CTranslate2 float32 +skipped: not installed", out)
     assert re.search(r"^bound \(a\), copy bandwidth [\d.]+ GB/s: [\d.]+ tokens/s", out, re.M)
     assert re.search(r"^bound \(b\), matrix-vector read bandwidth [\d.]+ GB/s \(the fastest of them\): "
                      r"[\d.]+ tokens/s", out, re.M)
     assert re.search(r"^matrix-vector read bandwidth, .*torch.mv, row-major [\d.]+ GB/s", out, re.M)
+    assert re.search(r"^bound \(c\), the step's matrix-vector products alone \(9 linear layers, .*: [\d.]+ ms, "
+                     r"[\d.]+ tokens/s", out, re.M)
     assert re.search(r"^load average \(1 min\) before each round, then after the last: [\d.]+ [\d.]+$", out, re.M)
     assert "disturbed rounds" in out
 
