@@ -293,7 +293,7 @@ def main():
           f"{mv_bound:.2f} tokens/s")
     print(f"bound (c), the step's matrix-vector products alone ({n_linear} linear layers, "
           f"one row, {fast.linear.__name__}), back to back: {products_seconds * 1e3:.1f} ms, "
-          f"{products_bound:.2f} tokens/s (per-layer matrices of a few MB read slower than one 1 GB matrix)")
+          f"{products_bound:.2f} tokens/s (per-layer matrices of a few MB read slower than one 1 GiB matrix)")
     print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
     print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")
