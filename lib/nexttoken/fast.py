@@ -73,10 +73,9 @@ def onednn_linear(module: nn.Linear, x):
     """``module(x)``, computed by oneDNN's matrix product instead of the BLAS library's.
 
     PyTorch's x86 builds ship two matrix libraries: MKL, which ``nn.Linear`` calls, and oneDNN
-    (named "mkldnn" in PyTorch), which ``torch.compile`` calls for CPU linear layers. For the
-    one-row products of a generation step oneDNN reads the weights faster on some CPUs (1.2x to
-    1.5x per layer on the AMD machine this was written on, where MKL takes a generic code path);
-    ``bench/generate_speed.py`` compares both on yours. Same weights, read in place: nothing is
+    (named "mkldnn" in PyTorch). For the one-row products of a generation step oneDNN reads the
+    weights faster on some CPUs (about 1.3x per layer on the AMD machine this was written on,
+    against MKL's faster storage order); ``bench/generate_speed.py`` compares both on yours. Same weights, read in place: nothing is
     copied. The sums run in another order, so the last bits of the logits may differ from
     ``module(x)``'s, as between any two matmul kernels. The op has no gradient: inference only.
     """
