@@ -120,7 +120,9 @@ class Prepared:
         if not self.compiled:
             return run_layers(*args, linear=self.linear)
         try:
-            return self.layers(*args, linear=self.linear)
+            # nn.Linear inside the graph: the compiler picks its own matmul kernels (and with
+            # torch 2.13 it cannot lower oneDNN's op when given it: observed, a LoweringException)
+            return self.layers(*args, linear=torch_linear)
         except Exception as error:  # no C++ compiler, an unsupported platform...: run eagerly instead
             # (a bug of our own would fail the eager call below too, so it is not hidden)
             warnings.warn(f"torch.compile failed ({type(error).__name__}: {str(error)[:200]}); "
