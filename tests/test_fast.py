@@ -154,3 +154,21 @@ def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
 def test_compile_must_be_a_bool():
     with pytest.raises(TypeError, match="compile must be True or False"):
         prepare(tiny_model(0), compile="yes")
+
+
+def test_a_compiled_graph_is_given_nn_linear_not_onednn(monkeypatch):
+    """The compiler cannot lower oneDNN's op (torch 2.13): the compiled layers get nn.Linear's."""
+    seen = []
+
+    def recording_compile(fn, **kwargs):
+        def compiled(*args, linear):
+            seen.append(linear)
+            return fn(*args, linear=linear)
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    model = tiny_model(0)
+    ids = torch.tensor([[1, 2, 3]])
+    prepared = prepare(model, compile=True)
+    assert prepared.generate(ids, 4).tolist() == generate(model, ids, 4).tolist()
+    assert seen and all(linear is nexttoken.fast.torch_linear for linear in seen)
