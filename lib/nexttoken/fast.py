@@ -75,9 +75,10 @@ def onednn_linear(module: nn.Linear, x):
     PyTorch's x86 builds ship two matrix libraries: MKL, which ``nn.Linear`` calls, and oneDNN
     (named "mkldnn" in PyTorch). For the one-row products of a generation step oneDNN reads the
     weights faster on some CPUs (about 1.3x per layer on the AMD machine this was written on,
-    against MKL's faster storage order); ``bench/generate_speed.py`` compares both on yours. Same weights, read in place: nothing is
-    copied. The sums run in another order, so the last bits of the logits may differ from
-    ``module(x)``'s, as between any two matmul kernels. The op has no gradient: inference only.
+    against MKL's faster storage order); ``bench/generate_speed.py`` compares both on yours.
+    Same weights, read in place: nothing is copied. The sums run in another order, so the last
+    bits of the logits may differ from ``module(x)``'s, as between any two matmul kernels. The op
+    has no gradient: with gradients on, this falls back to ``module(x)``.
     """
     if torch.is_grad_enabled() and module.weight.requires_grad:
         return module(x)
@@ -102,7 +103,6 @@ class Prepared:
         self.model = model
         self.config = model.config
         self.linear = onednn_linear if onednn else torch_linear
-        self.onednn = onednn
         self.generate = functools.partial(generate, self)  # prepared.generate(ids, n, eos_token_id=...)
         # The layers' tensor work, eager or compiled. Compiled, it becomes two graphs (observed with
         # torch 2.13): one for the prompt, one for the one-token step, with dynamic shapes so that a

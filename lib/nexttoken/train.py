@@ -31,8 +31,9 @@ ARCHITECTURE_ARGS = ("d_model", "n_layers", "n_heads", "context_length")
 
 # A recipe is a list of phases, each a list of options; every phase after the first starts
 # from the previous phase's saved weights (float16, as shipped) with a fresh optimizer.
-# "default" made the shipped model: a 1200-step cosine schedule stopped at step 700 (the
-# validation loss had flattened), then 80 steps annealed from a lower learning rate.
+# "default" made the shipped model: a 1200-step cosine schedule stopped at step 700 (where
+# its first run was stopped by hand, to fit a working session), then 80 steps from a lower
+# learning rate.
 # "smoke" has the same shape at a toy size, for the tests.
 RECIPES = {
     "default": [
@@ -125,7 +126,7 @@ def main(argv=None):
     if args.recipe:
         run_recipe(args)
     else:
-        metrics = train(args)
+        metrics = train_once(args)
         print(json.dumps({k: v for k, v in metrics.items() if k != "history"}, indent=2))
 
 
@@ -139,7 +140,7 @@ def run_recipe(args) -> None:
         folder = out / f"phase-{number}"
         argv = common + ["--out", str(folder)] + options
         argv += ["--init-from", str(previous)] if previous else []
-        phases.append(train(parse_args(argv)))
+        phases.append(train_once(parse_args(argv)))
         previous = folder
     for name in ("config.json", "model.safetensors"):
         shutil.copyfile(previous / name, out / name)
@@ -156,7 +157,7 @@ def run_recipe(args) -> None:
     print(json.dumps({k: v for k, v in metrics.items() if k != "phases"}, indent=2))
 
 
-def train(args) -> dict:
+def train_once(args) -> dict:
     """One training run as the options say; writes weights and metrics.json into ``args.out``."""
     torch.manual_seed(args.seed)
     batches = torch.Generator().manual_seed(args.seed)
