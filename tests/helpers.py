@@ -96,3 +96,28 @@ def repository_url() -> str:
 
 
 INSTALL_LINE = re.compile(r'"nexttoken @ git\+([^"]+)"')  # the package install in a notebook's first cell
+
+
+def random_hf_llama(seed: int, vocab_size: int = 61, max_positions: int = 32, hidden: int = 48,
+                    n_layer: int = 2, n_head: int = 6, n_kv_head: int = 2, theta: float = 10000.0,
+                    tie: bool = False):
+    """A random tiny transformers Llama (RMSNorm, SwiGLU, rotary, grouped-query attention), built locally.
+
+    initializer_range=0.1 and random norm gains (not all ones), so that a wrong norm or a rotary
+    layout error changes the tokens; no EOS/BOS/pad ids, so only what a test passes counts.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=n_layer,
+        num_attention_heads=n_head, num_key_value_heads=n_kv_head, max_position_embeddings=max_positions,
+        rope_theta=theta, initializer_range=0.1, tie_word_embeddings=tie, bos_token_id=None,
+        eos_token_id=None, pad_token_id=None, rms_norm_eps=1e-5,
+    )
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(0.5, 1.5)
+    return model

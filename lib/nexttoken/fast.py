@@ -150,6 +150,14 @@ def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
+    config = model.config
+    if config.positions != "learned" or config.n_kv_heads != config.n_heads:
+        # Not yet: its one-view q, k, v split and its position lookup are GPT-2's block.
+        raise ValueError(
+            "nexttoken.fast.prepare runs models with learned positions and n_kv_heads == n_heads only; "
+            f"this one has positions={config.positions!r}, n_kv_heads={config.n_kv_heads} "
+            f"(n_heads={config.n_heads}): use nexttoken.generate(model, ...)"
+        )
     if not isinstance(compile, bool):
         raise TypeError(f"compile must be True or False, got {compile!r}")
     if onednn not in (None, True, False):

@@ -2,8 +2,9 @@
 
 token ids -> token embedding + position embedding -> n_layers pre-norm blocks -> final norm -> LM head -> logits
 
-One config expresses GPT-2's block (LayerNorm, tanh-GELU MLP, biases, tied head) and the block of the
-previous module (RMSNorm, SwiGLU MLP, no biases), with a tied or an untied head.
+One config expresses GPT-2's block (LayerNorm, tanh-GELU MLP, biases, a learned position table, tied head)
+and the block of the previous module as Llama-family models use it (RMSNorm, SwiGLU MLP, no biases,
+rotary positions, grouped-query attention), with a tied or an untied head.
 """
 
 import math
@@ -31,6 +32,9 @@ class DecoderConfig:
     tie_embeddings: bool = True  # the LM head reuses the token embedding matrix
     dropout: float = 0.0
     norm_eps: float = 1e-5
+    positions: str = "learned"  # "learned" (GPT-2: a table of context_length vectors) or "rope" (rotary)
+    rope_theta: float = 10000.0  # rotary base: pair i of a head turns by position / rope_theta^(2i/head_dim)
+    n_kv_heads: int | None = None  # heads of keys and values; None: n_heads. Fewer: grouped-query attention
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
@@ -47,6 +51,24 @@ class DecoderConfig:
             raise ValueError(f"DecoderConfig.mlp must be 'gelu' or 'swiglu', got {self.mlp!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"DecoderConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if self.positions not in ("learned", "rope"):
+            raise ValueError(f"DecoderConfig.positions must be 'learned' or 'rope', got {self.positions!r}")
+        if isinstance(self.rope_theta, bool) or not isinstance(self.rope_theta, (int, float)) \
+                or not self.rope_theta > 0:
+            raise ValueError(f"DecoderConfig.rope_theta must be a number > 0, got {self.rope_theta!r}")
+        if self.positions == "rope" and self.head_dim % 2:
+            raise ValueError(
+                f"DecoderConfig.positions='rope' turns pairs of a head's dimensions: head_dim "
+                f"(d_model / n_heads = {self.head_dim}) must be even"
+            )
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        if isinstance(self.n_kv_heads, bool) or not isinstance(self.n_kv_heads, int) \
+                or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"DecoderConfig.n_kv_heads must be a positive int that divides n_heads ({self.n_heads}), "
+                f"got {self.n_kv_heads!r}"
+            )
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model if self.mlp == "gelu" else 8 * self.d_model // 3
 
@@ -77,6 +99,29 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def rotary_angles(positions: torch.Tensor, head_dim: int, theta: float):
+    """cos and sin (B, 1, T, head_dim) of the angles rotary positions turn each query and key by.
+
+    Dimension pair i of a head (i and i + head_dim/2, transformers' layout) turns by
+    position * theta^(-2i/head_dim): fast turns in the first pairs, slow ones in the last. The
+    angles come from ``positions`` (B, T), so a left-padded row turns by its real tokens' positions.
+    """
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device).float() / head_dim)
+    angles = positions[:, None, :, None].float() * inv_freq  # (B, 1, T, head_dim / 2)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Turn each pair (x_i, x_{i + head_dim/2}) of x (B, heads, T, head_dim) by its angle.
+
+    A query turned by angle(m) and a key turned by angle(n) have a dot product that depends on
+    m - n only: attention sees how far apart two tokens are, not where they are.
+    """
+    first, second = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-second, first], dim=-1) * sin
+
+
 class RMSNorm(nn.Module):
     """Scale each vector to unit root-mean-square, then by a learned gain (no centring, no bias)."""
 
@@ -99,16 +144,18 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, config: DecoderConfig, layer: int = 0):
         super().__init__()
         self.layer = layer  # which slot of a KVCache is ours
-        self.n_heads, self.head_dim = config.n_heads, config.head_dim
-        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=config.bias)
+        self.n_heads, self.n_kv_heads, self.head_dim = config.n_heads, config.n_kv_heads, config.head_dim
+        # One product gives the queries (n_heads heads), then the keys and values (n_kv_heads each).
+        self.qkv = nn.Linear(config.d_model, (config.n_heads + 2 * config.n_kv_heads) * config.head_dim,
+                             bias=config.bias)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
-    def split_heads(self, x):  # (B, T, d_model) -> (B, heads, T, head_dim)
+    def split_heads(self, x):  # (B, T, heads * head_dim) -> (B, heads, T, head_dim)
         B, T, _ = x.shape
-        return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        return x.view(B, T, -1, self.head_dim).transpose(1, 2)
 
-    def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False):
+    def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False, rotary=None):
         """x: (B, T, d_model); mask: bool (B or 1, 1, T, T_keys), True where a query may look at a key.
 
         Without a cache, T_keys = T. With one, the keys are the cached ones followed by the T new ones.
@@ -116,10 +163,18 @@ class CausalSelfAttention(nn.Module):
         With ``return_attention=True`` it runs the explicit steps of chapter 2 (``attend``) and returns
         the weights; otherwise it runs the same computation fused in ``F.scaled_dot_product_attention``,
         which never stores the weights, and returns None for them (same output either way).
+        ``rotary``: the (cos, sin) of ``rotary_angles`` for rotary positions, or None (learned positions).
         """
-        q, k, v = (self.split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        kv_width = self.n_kv_heads * self.head_dim
+        q, k, v = (self.split_heads(t) for t in self.qkv(x).split([x.shape[-1], kv_width, kv_width], -1))
+        if rotary is not None:  # keys are cached already turned: a past key never turns again
+            q, k = rotate(q, *rotary), rotate(k, *rotary)
         if cache is not None:
             k, v = cache.extend(self.layer, k, v)
+        if self.n_kv_heads != self.n_heads:
+            # Grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads.
+            group = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         if return_attention:
             out, weights = self.attend(q, k, v, mask)
         else:
@@ -173,10 +228,10 @@ class Block(nn.Module):
         self.mlp = MLP(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False):
+    def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False, rotary=None):
         """Returns the new residual stream and this block's attention weights (B, heads, T, T_keys),
         or None for them without ``return_attention`` (see ``CausalSelfAttention.forward``)."""
-        attn_out, weights = self.attn(self.norm1(x), mask, cache, return_attention)
+        attn_out, weights = self.attn(self.norm1(x), mask, cache, return_attention, rotary)
         x = x + self.dropout(attn_out)
         return x + self.dropout(self.mlp(self.norm2(x))), weights
 
@@ -193,7 +248,10 @@ class Decoder(nn.Module):
             raise TypeError(f"config must be a DecoderConfig, got {type(config).__name__}")
         self.config = config
         self.token_embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.position_embedding = nn.Embedding(config.context_length, config.d_model)
+        # Learned positions: one vector per position, added to the token's. Rotary positions have no
+        # table: each block turns its queries and keys instead (rotary_angles, rotate).
+        self.position_embedding = (nn.Embedding(config.context_length, config.d_model)
+                                   if config.positions == "learned" else None)
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(Block(config, layer) for layer in range(config.n_layers))
         self.final_norm = make_norm(config)
@@ -263,10 +321,16 @@ class Decoder(nn.Module):
             # A query may look at a key if the key is in its past (causal) and is not padding.
             mask = mask & attention_mask.bool()[:, None, None, :]
         mask = mask.expand(B, 1, T, past + T)
-        x = self.dropout(self.token_embedding(input_ids) + self.position_embedding(positions))
+        x = self.token_embedding(input_ids)
+        rotary = None
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(positions)
+        else:
+            rotary = rotary_angles(positions, self.config.head_dim, self.config.rope_theta)
+        x = self.dropout(x)
         attention = []
         for block in self.blocks:
-            x, weights = block(x, mask, cache, return_attention=return_attention)
+            x, weights = block(x, mask, cache, return_attention=return_attention, rotary=rotary)
             attention.append(weights)
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
