@@ -1,7 +1,8 @@
 """How fast is the generation loop, against the engines a user could pick, and against two bounds?
 
-    .venv/bin/python bench/generate_speed.py            # GPT-2-small shape (124M), as in issue 15
-    .venv/bin/python bench/generate_speed.py --tiny     # a seconds-long smoke run of the same code
+    .venv/bin/python bench/generate_speed.py                  # GPT-2-small shape (124M), as in issue 15
+    .venv/bin/python bench/generate_speed.py --model smollm2  # SmolLM2-135M-Instruct, the real weights
+    .venv/bin/python bench/generate_speed.py --tiny           # a seconds-long smoke run of the same code
 
 One run, one machine: a GPT-2-small-shaped model with random weights (float32, batch 1, a 16-token
 prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same weights:
@@ -26,6 +27,11 @@ the step's own matrix-vector products alone (every linear layer of the model app
 to back, with the fast path's kernel): what a step would cost with nothing else in it, at the sizes
 of this model's matrices, which read slower than one large matrix.
 
+With ``--model smollm2`` the model is SmolLM2-135M-Instruct (30 layers, rotary positions,
+grouped-query attention; float32 from its GGUF file, ``nexttoken.load_smollm2``), the prompt "Once upon
+a time"; transformers loads the same file itself (its own GGUF reader), and CTranslate2 converts that
+model. The fast path runs GPT-2's block only, so its rows are left out; (c) uses the kernel it would use.
+
 All of it is timed round after round (each contender once per round, each bandwidth probe too, as the
 best of three calls), so a slow minute on a shared machine slows every contender alike. The load
 average is printed per round, and a round whose cached loop took over 1.3x its median is flagged as
@@ -46,7 +52,7 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 import nexttoken
 
@@ -143,6 +149,8 @@ def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
     """Every weight is read once per new token, except the position table, of which one row is read.
     A tied embedding is one matrix: read in full by the LM head, one row by the lookup."""
     total = sum(p.numel() * p.element_size() for p in model.parameters())
+    if model.position_embedding is None:  # rotary positions: no table
+        return total
     table = model.position_embedding.weight
     return total - table.numel() * table.element_size() + table[0].numel() * table.element_size()
 
@@ -185,6 +193,27 @@ def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
     return f"DIFFERENT from position {int(differ[0]) if len(differ) else n}"
 
 
+def load_models(args, device):
+    """(nexttoken's model, the transformers model with the same weights, the prompt, a label)."""
+    if args.model == "smollm2":
+        if args.tiny:
+            raise SystemExit("--tiny builds a small GPT-2 shape; leave out --model smollm2")
+        from nexttoken.smollm2 import GGUF_NAME, smollm2_path
+
+        transformers.utils.logging.disable_progress_bar()
+        path = smollm2_path()
+        model = nexttoken.load_smollm2(path).to(device)
+        hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=GGUF_NAME,
+                                                  dtype=torch.float32).to(device).eval()
+        prompt = torch.tensor([nexttoken.smollm2_tokenizer(path).encode("Once upon a time")], device=device)
+        return model, hf, prompt, "SmolLM2-135M-Instruct (Llama block, 30 layers)"
+    torch.manual_seed(0)
+    shape = dict(n_embd=64, n_layer=2, n_head=4) if args.tiny else dict(n_embd=768, n_layer=12, n_head=12)
+    hf = GPT2LMHeadModel(GPT2Config(**shape, bos_token_id=None, eos_token_id=None)).to(device).eval()
+    prompt = torch.randint(50257, (1, 16), generator=torch.Generator().manual_seed(0)).to(device)
+    return nexttoken.from_hf_gpt2(hf), hf, prompt, "GPT-2 shape, random weights"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: checks the script in seconds")
@@ -192,32 +221,36 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
+    parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2",
+                        help="gpt2: GPT-2-small shape, random weights; smollm2: SmolLM2-135M-Instruct")
     args = parser.parse_args()
     if args.repeats < 1 or args.new_tokens < 1:
         parser.error("--repeats and --new-tokens must be >= 1")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch.manual_seed(0)
-    shape = dict(n_embd=64, n_layer=2, n_head=4) if args.tiny else dict(n_embd=768, n_layer=12, n_head=12)
-    hf = GPT2LMHeadModel(GPT2Config(**shape, bos_token_id=None, eos_token_id=None)).to(device).eval()
-    model = nexttoken.from_hf_gpt2(hf)
-    prompt = torch.randint(50257, (1, 16), generator=torch.Generator().manual_seed(0)).to(device)
+    model, hf, prompt, label = load_models(args, device)
     n = args.new_tokens
 
-    laid_out = nexttoken.fast.lay_out_for_cpu(copy.deepcopy(model))  # the same weights, (in, out) where wider
-    fast = nexttoken.fast.prepare(model)
-    fast_torch = nexttoken.fast.prepare(model, onednn=False)
-    fast_laid_out = nexttoken.fast.prepare(laid_out, onednn=False)
     runs = {
         "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False),
         PLAIN: lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
-        "  same, lay_out_for_cpu": lambda k: nexttoken.generate(laid_out, prompt, k, use_cache=True),
-        "fast path (prepare)": lambda k: fast.generate(prompt, k),
-        "  same, onednn=False": lambda k: fast_torch.generate(prompt, k),
-        "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k),
-        "transformers generate": lambda k: hf.generate(
-            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
-            use_cache=True, pad_token_id=0),
     }
+    has_fast_path = model.config.positions == "learned" and model.config.n_kv_heads == model.config.n_heads
+    if has_fast_path:
+        laid_out = nexttoken.fast.lay_out_for_cpu(copy.deepcopy(model))  # the same weights, (in, out) where wider
+        fast = nexttoken.fast.prepare(model)
+        fast_torch = nexttoken.fast.prepare(model, onednn=False)
+        fast_laid_out = nexttoken.fast.prepare(laid_out, onednn=False)
+        runs.update({
+            "  same, lay_out_for_cpu": lambda k: nexttoken.generate(laid_out, prompt, k, use_cache=True),
+            "fast path (prepare)": lambda k: fast.generate(prompt, k),
+            "  same, onednn=False": lambda k: fast_torch.generate(prompt, k),
+            "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k),
+        })
+    runs["transformers generate"] = lambda k: hf.generate(
+        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
+        use_cache=True, pad_token_id=0, eos_token_id=None)
+    if args.compile and not has_fast_path:
+        parser.error("--compile runs the fast path, which runs GPT-2's block only (not --model smollm2)")
     if args.compile:
         compiled = nexttoken.fast.prepare(model, compile=True)
         runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k)
@@ -242,7 +275,8 @@ def main():
             probes[f"mv: {kernel}, {layout}"] = big_mv(device, probe_bytes or MV_BYTES, layout, kernel)
     copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
     # (c): the step's own products with the fast path's kernel (oneDNN on CPU where it applies)
-    probes["step's products"] = step_products(model, fast.linear)
+    linear = nexttoken.fast.onednn_linear if nexttoken.fast.can_use_onednn(model) else nexttoken.fast.torch_linear
+    probes["step's products"] = step_products(model, linear)
 
     warm_up = {}
     with torch.no_grad():
@@ -274,8 +308,8 @@ def main():
     verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()}
 
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
-    print(f"model: GPT-2 shape, {model.num_parameters() / 1e6:.1f}M parameters, float32, batch 1, "
-          f"prompt 16, {n} new tokens, {args.repeats} interleaved rounds")
+    print(f"model: {label}, {model.num_parameters() / 1e6:.1f}M parameters, float32, batch 1, "
+          f"prompt {prompt.shape[1]}, {n} new tokens, {args.repeats} interleaved rounds")
     print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of (b)':>7s} {'of (c)':>7s}  tokens vs {PLAIN}")
     for name, s in speed.items():
         spread = f"{median[name]:.2f} ({min(s):.2f}-{max(s):.2f})"
@@ -292,14 +326,18 @@ def main():
     print(f"bound (b), matrix-vector read bandwidth {mv_bandwidth / 1e9:.1f} GB/s (the fastest of them): "
           f"{mv_bound:.2f} tokens/s")
     print(f"bound (c), the step's matrix-vector products alone ({n_linear} linear layers, "
-          f"one row, {fast.linear.__name__}), back to back: {products_seconds * 1e3:.1f} ms, "
+          f"one row, {linear.__name__}), back to back: {products_seconds * 1e3:.1f} ms, "
           f"{products_bound:.2f} tokens/s (per-layer matrices of a few MB read slower than one 1 GiB matrix)")
     print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
-    print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")
     for name in median:
         if name.startswith("CTranslate2"):
-            print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")
+            print(f"cached / CTranslate2:    {median[PLAIN] / median[name]:.2f}x")
+    if has_fast_path:
+        print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")
+        for name in median:
+            if name.startswith("CTranslate2"):
+                print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")
     if args.compile:
         state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
         print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "

@@ -4,7 +4,7 @@
 
 _config.yml's ``repository.url`` gives the website its repository and "Open in Colab" links; the first
 code cell of each notebook a learner may open (chapters/, exercises/, solutions/, appendix/,
-model_card.ipynb) pip-installs ``nexttoken @ git+URL`` on Colab. This rewrites both, as text, so nothing
+the two model cards) pip-installs ``nexttoken @ git+URL`` on Colab. This rewrites both, as text, so nothing
 else in the files changes (no outputs are touched). tests/test_repository.py checks that they agree.
 """
 
@@ -22,7 +22,7 @@ GITHUB = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 def notebooks(root: Path) -> list[Path]:
     found = [p for folder in NOTEBOOK_FOLDERS for p in sorted((root / folder).glob("*.ipynb"))]
-    return found + [p for p in [root / "model_card.ipynb"] if p.exists()]
+    return found + [p for p in [root / "model_card.ipynb", root / "model_card_smollm2.ipynb"] if p.exists()]
 
 
 def set_repository(url: str, root: Path = ROOT) -> list[Path]:

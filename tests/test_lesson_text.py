@@ -10,7 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 MENTION = re.compile(r"\b[Cc]hapter [1-7]\b")
-SKIP = re.compile(r"(\{doc\}`[^`]*`|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$)")
+# links ({doc} roles, or Markdown links, which Colab and JupyterLab render too), code and maths
+SKIP = re.compile(r"(\{doc\}`[^`]*`|\[[^\]]*\]\([^)]*\)|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$)")
 
 
 def markdown_lines(text: str):

