@@ -286,11 +286,11 @@ def batch(tmp_path_factory):
         notebook(d / f"{name}.ipynb", *cells)
         names.append(f"{name}.ipynb")
     os.mkfifo(d / "fifo.ipynb")
-    (d / "zero.ipynb").symlink_to("/dev/zero")
+    (d / "zero.ipynb").symlink_to("/dev/zero")  # a link: not followed
     (d / "--timeout=1.ipynb").write_bytes(good.read_bytes())  # a name that looks like an option
     (d / '=HYPERLINK("x.example","y").ipynb').write_bytes(good.read_bytes())
     names = ["good.ipynb", *names[:6], "good_too.ipynb", *names[6:], "ch05_solution.ipynb", "fifo.ipynb",
-             "zero.ipynb", "--timeout=1.ipynb", '=HYPERLINK("x.example","y").ipynb']
+             "zero.ipynb", "/dev/zero", "--timeout=1.ipynb", '=HYPERLINK("x.example","y").ipynb']
 
     before = outside_state(peers)
     start = time.monotonic()
@@ -334,7 +334,7 @@ def test_the_csv_is_complete(batch):
     grades = by_submission(batch["rows"])
     assert set(grades) == set(batch["names"])
     for name, rows in grades.items():
-        if name not in ("fifo.ipynb", "zero.ipynb"):
+        if name not in ("fifo.ipynb", "zero.ipynb", "/dev/zero"):
             assert set(rows) in (set(CH02), set(CH05)), name
 
 
@@ -377,9 +377,11 @@ def test_the_instructors_environment_does_not_reach_the_submission(batch):
 
 
 def test_fifo_and_device_get_a_row_without_being_read(batch):
-    for name in ("fifo.ipynb", "zero.ipynb"):
+    for name in ("fifo.ipynb", "/dev/zero"):
         [row] = by_submission(batch["rows"])[name].values()
         assert row["status"] == "not_a_file" and row["points"] == "0"
+    [row] = by_submission(batch["rows"])["zero.ipynb"].values()  # a link to the device is not followed
+    assert row["status"] == "symlink" and "a symbolic link" in row["reason"]
 
 
 def test_formulas_are_escaped_in_the_csv(batch):
