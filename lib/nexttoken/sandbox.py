@@ -370,13 +370,13 @@ os.execv(sys.argv[end + 1], sys.argv[end + 1:])
 """
 
 
-def launcher(group: Group | None) -> list[str]:
+def launcher(group: Group | None, python: str = sys.executable) -> list[str]:
     """The argv prefix that starts a sandbox in its cgroup and in a fresh session keyring."""
     number = KEYCTL_SYSCALL.get(os.uname().machine)
     if number is None:
         raise SandboxError(f"no keyctl system call number known for {os.uname().machine}")
     files = group.procs_files() if group is not None else []
-    return [sys.executable, "-I", "-S", "-c", _LAUNCH, str(number), *files, "--"]
+    return [python, "-I", "-S", "-c", _LAUNCH, str(number), *files, "--"]
 
 
 def bwrap_path() -> str | None:
