@@ -392,8 +392,8 @@ def batch(tmp_path_factory):
     (d / "link_solution.ipynb").symlink_to(ROOT / "solutions" / "ch02.ipynb")
     (d / "link_shadow.ipynb").symlink_to("/etc/shadow")
     notebook(d / "swapped.ipynb", HEADER, *STUBS)  # becomes a link to the solution once grading started
-    old = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(
-        cells=[nbformat.v3.new_code_cell(input=c) for c in (HEADER, *GOOD)])], metadata={"nexttoken": {"chapter": "ch02"}})
+    old = nbformat.v3.new_notebook(metadata={"nexttoken": {"chapter": "ch02"}}, worksheets=[
+        nbformat.v3.new_worksheet(cells=[nbformat.v3.new_code_cell(input=c) for c in (HEADER, *GOOD)])])
     (d / "nbformat3.ipynb").write_text(nbformat.writes(old, version=3))
     (d / "nbformat5.ipynb").write_text('{"nbformat": 5, "nbformat_minor": 0, "cells": [], "metadata": {}}')
     (d / "zero.ipynb").symlink_to("/dev/zero")  # a link: not followed

@@ -104,3 +104,41 @@ def test_resume_reads_back_what_any_submission_made_the_grader_write(tmp_path):
     grade.write_csv(tmp_path / "g.csv", grade.FIELDS, grade.clean_rows(rows))
     [back] = grade.read_previous(tmp_path / "g.csv")
     assert back["submission"] == "b_\\xff.ipynb" and back["reason"] == "ValueError: \\ud800\\x00"
+
+
+def test_without_a_cgroup_the_grader_refuses_unless_told_to_fall_back(monkeypatch, capsys):
+    from nexttoken import sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, sandbox.CGROUP_MESSAGE.format(why="none here")))
+    monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [None] * n)
+    monkeypatch.setattr(sandbox, "check_bwrap", lambda limits, cgroups, uid: None)
+    refused = grade.setup(grade.parse_args(["--out", "g.csv", "x.ipynb"]), sandbox.Limits())
+    assert isinstance(refused, str) and "none here" in refused and "--allow-no-cgroup" in refused
+    assert grade.main(["--out", "g.csv", "x.ipynb"]) == 2
+    assert "--allow-no-cgroup" in capsys.readouterr().err
+    ready = grade.setup(grade.parse_args(["--out", "g.csv", "--allow-no-cgroup", "--jobs", "2", "x.ipynb"]),
+                        sandbox.Limits())
+    assert ready == (None, [None, None])
+    assert "WARNING" in capsys.readouterr().err
+
+
+def test_the_grader_says_which_cgroups_it_uses(monkeypatch, capsys, tmp_path):
+    from nexttoken import sandbox
+
+    cgroups = sandbox.Cgroups(1, {"memory": tmp_path / "memory", "pids": tmp_path / "pids"})
+    monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox, "find_cgroups", lambda: (cgroups, ""))
+    monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [61000 + i for i in range(n)])
+    monkeypatch.setattr(sandbox, "check_bwrap", lambda limits, cgroups, uid: None)
+    assert grade.setup(grade.parse_args(["--out", "g.csv", "--jobs", "1", "x.ipynb"]), sandbox.Limits()) \
+        == (cgroups, [61000])
+    assert f"limits per sandbox: cgroup v1 ({tmp_path / 'memory'}, {tmp_path / 'pids'})" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, named", [(["--total-memory", "0"], "--total-memory"),
+                                         (["--total-memory", "lots"], "--total-memory")])
+def test_bad_limits_are_named(args, named, capsys):
+    with pytest.raises(SystemExit):
+        grade.parse_args(["--out", "g.csv", *args, "x.ipynb"])
+    assert f"argument {named}" in capsys.readouterr().err
