@@ -161,3 +161,36 @@ def test_a_sandbox_gets_a_cgroup_with_its_limits(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox.Group, "pids", lambda self: {sleeper.pid} if sleeper.poll() is None else set())
     g2.kill()
     assert sleeper.wait(timeout=10) == -9
+
+
+MEMORY_ATTACKS = {  # memory that is no process's: empty files' inodes in the private tmpfs, memfd pages
+    "empty files": "i = 0\nwhile i < 3_000_000:\n    open(f'/tmp/f{i}', 'w').close()\n    i += 1\nprint('survived')\n",
+    "memfds": "import os\nfds = []\nfor i in range(400):\n    fds.append(os.memfd_create(str(i)))\n"
+              "    os.write(fds[-1], b'x' * (4 << 20))\nprint('survived')\n",
+}
+
+
+@pytest.mark.slow
+@needs_root_and_bwrap
+@pytest.mark.parametrize("attack", sorted(MEMORY_ATTACKS))
+def test_memory_of_no_process_is_charged_to_the_sandboxs_cgroup(monkeypatch, attack):
+    """In a 128 MB sandbox the kernel's OOM killer acts inside its cgroup, long before the 3 million files
+    (about 4 GB of kernel memory) or the 1.6 GB of memfds are made."""
+    cgroups, why = sandbox.find_cgroups()
+    assert cgroups is not None, why
+    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
+    limits = sandbox.Limits(total_memory_mb=128, processes=16)
+    group = cgroups.new_group(limits)
+    fds = [sandbox.memfd_with(b"{}", "n"), sandbox.memfd_with(sandbox.seccomp_filter(), "f")]
+    try:
+        cmd = sandbox.bwrap_command(["/usr/bin/python3", "-c", MEMORY_ATTACKS[attack]], limits, fds[0],
+                                    sandbox.allocate_uids(1)[0], fds[1])
+        done = subprocess.run(sandbox.launcher(group, "/usr/bin/python3") + cmd, pass_fds=fds, capture_output=True,
+                              text=True, timeout=180)
+        assert "survived" not in done.stdout and done.returncode != 0
+        assert group.oom_killed()
+    finally:
+        for fd in fds:
+            os.close(fd)
+        group.kill()
+        group.remove()

@@ -100,9 +100,14 @@ def name_text(path) -> str:
 # Reading submissions: regular files only, never through a symbolic link, up to a size cap, never
 # blocking on a FIFO or a device; each read once, at the start, into a private folder.
 
+class IsALink(Exception):
+    """A component of a submission's path is a symbolic link."""
+
+
 def open_no_symlinks(path: Path) -> int:
-    """A descriptor of ``path``, opened one component at a time with O_NOFOLLOW: raises IsALink (naming
-    the component) where any component of the path as given is a symbolic link."""
+    """A descriptor of ``path``, opened one component at a time with O_NOFOLLOW (what openat2's
+    RESOLVE_NO_SYMLINKS does, which Python does not offer): raises IsALink, naming the component, where
+    any component of the path as given is a symbolic link."""
     parts = [p for p in os.fsencode(path).split(b"/") if p not in (b"", b".")]
     if not parts:
         raise IsADirectoryError(str(path))
@@ -125,10 +130,6 @@ def open_no_symlinks(path: Path) -> int:
     except BaseException:
         os.close(folder)
         raise
-
-
-class IsALink(Exception):
-    """A component of a submission's path is a symbolic link."""
 
 
 def read_submission(path: Path, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | None]:

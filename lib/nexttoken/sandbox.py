@@ -266,8 +266,11 @@ def _v2_cgroups() -> tuple[Cgroups | None, str]:
         return None, f"cgroup v2 at {mount} is not readable"
     if not {"memory", "pids"} <= available:
         return None, f"cgroup v2 at {base} has no memory and pids controllers"
-    enabled = set((base / "cgroup.subtree_control").read_text().split())
     wanted = {"memory", "pids"} | ({"cpu"} & available)
+    try:
+        enabled = set((base / "cgroup.subtree_control").read_text().split())
+    except OSError:
+        return None, f"cgroup v2 at {base} is not readable"
     if not wanted <= enabled:
         try:
             # A v2 cgroup with processes cannot enable controllers for children: move the grader into a
