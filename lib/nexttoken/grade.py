@@ -121,7 +121,8 @@ def open_no_symlinks(path: Path) -> int:
             try:  # O_NOFOLLOW: a link swapped in after the lstat is refused here (ELOOP, ENOTDIR)
                 fd = os.open(part, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
             except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(os.lstat(part, dir_fd=folder).st_mode):
+                swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                if swapped and stat.S_ISLNK(os.lstat(part, dir_fd=folder).st_mode):
                     raise IsALink(os.fsdecode(b"/".join(parts[:i + 1]))) from None
                 raise
             os.close(folder)
@@ -697,7 +698,7 @@ def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] |
     if cgroups is None and not (args.allow_no_cgroup or args.no_sandbox):
         return why
     if cgroups is None:
-        print(f"WARNING: {why.splitlines()[0]}; --allow-no-cgroup: grading with per-process limits only",
+        print(f"WARNING: {why.splitlines()[0].rstrip('.')}; --allow-no-cgroup: grading with per-process limits only",
               file=sys.stderr)
     else:
         print(f"limits per sandbox: {cgroups.describe()}, {limits.total_memory_mb} MB, "

@@ -336,6 +336,8 @@ def _has_account(uid: int) -> bool:
 def allocate_uids(n: int) -> list[int | None]:
     """n user ids for sandboxes, as root: free on the host (no account or group, no process) and locked
     for this grader's lifetime. Not root: None each (bwrap maps the caller into a user namespace)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int (the jobs), got {n!r}")
     if os.geteuid() != 0:
         return [None] * n
     UID_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
