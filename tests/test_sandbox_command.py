@@ -194,3 +194,25 @@ def test_memory_of_no_process_is_charged_to_the_sandboxs_cgroup(monkeypatch, att
             os.close(fd)
         group.kill()
         group.remove()
+
+
+@needs_root_and_bwrap
+def test_groups_a_killed_grader_left_are_swept(monkeypatch):
+    cgroups, why = sandbox.find_cgroups()
+    assert cgroups is not None, why
+    gone = 4_000_000  # a pid no process has (above this kernel's usual pid_max)
+    assert not os.path.exists(f"/proc/{gone}")
+    monkeypatch.setattr(os, "getpid", lambda: gone)
+    left = cgroups.new_group(sandbox.Limits())
+    monkeypatch.undo()
+    mine = cgroups.new_group(sandbox.Limits())
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (left.dirs[0] / "cgroup.procs").write_text(str(sleeper.pid))  # a survivor in the stale group
+        cgroups.sweep()
+        assert sleeper.wait(timeout=10) == -9
+        assert not any(d.exists() for d in left.dirs + mine.dirs)
+    finally:
+        sleeper.kill()
+        left.remove(wait_s=0)
+        mine.remove(wait_s=0)

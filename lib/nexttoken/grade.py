@@ -703,6 +703,7 @@ def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] |
     else:
         print(f"limits per sandbox: {cgroups.describe()}, {limits.total_memory_mb} MB, "
               f"{limits.processes} processes", file=sys.stderr)
+        cgroups.sweep()  # groups a killed grader left behind
     if args.no_sandbox:
         return cgroups, [None] * args.jobs
     try:
@@ -782,6 +783,8 @@ def main(argv=None):
                 rows, saved = save()
     finally:
         snapshots.close()
+        if cgroups is not None:
+            cgroups.sweep()
     elapsed = time.monotonic() - start
     if not saved:
         print(f"python -m nexttoken.grade: the grades could not be written to {args.out}", file=sys.stderr)

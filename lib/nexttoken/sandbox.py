@@ -205,16 +205,24 @@ class Group:
                 pass
         return False
 
-    def remove(self) -> None:
+    def remove(self, wait_s: float = 5.0) -> bool:
+        """Remove the group's folders; False if one is still busy after ``wait_s`` (``Cgroups.sweep``
+        removes it later)."""
+        removed = True
         for d in self.dirs:
-            for _ in range(100):  # the kernel lets go of a group a moment after its last process
+            deadline = time.monotonic() + wait_s
+            while True:  # the kernel lets go of a group a moment after its last process has exited
                 try:
                     d.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.02)
+                    if time.monotonic() > deadline:
+                        removed = False
+                        break
+                    time.sleep(0.05)
+        return removed
 
 
 @dataclass
@@ -253,6 +261,17 @@ class Cgroups:
             Group(self.version, dirs).remove()
             raise SandboxError(f"could not set up a sandbox cgroup under {self.describe()}: {exc}") from None
         return Group(self.version, dirs)
+
+    def sweep(self) -> None:
+        """End and remove the sandbox groups of graders that are gone (killed before they could), and this
+        grader's own that were still busy when their sandbox ended."""
+        names = {d.name for base in self.bases.values() for d in base.glob("nexttoken-*-*")}
+        for name in sorted(names):
+            pid = name.split("-")[1]
+            if pid.isdigit() and (int(pid) == os.getpid() or not Path(f"/proc/{pid}").exists()):
+                group = Group(self.version, [b / name for b in self.bases.values() if (b / name).is_dir()])
+                group.kill()
+                group.remove(wait_s=1.0)
 
 
 def _v2_cgroups() -> tuple[Cgroups | None, str]:
