@@ -11,6 +11,7 @@ import site
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -28,8 +29,8 @@ PACKAGE = Path(nexttoken.__file__).resolve().parent
 MARK = f"hostile-{uuid.uuid4().hex[:12]}"  # in the argv of every process an attack leaves behind
 SECRET = f"instructor-secret-{uuid.uuid4().hex[:8]}"
 # Small limits keep the batch short (a few seconds per hang).
-LIMITS = ["--timeout", "6", "--notebook-timeout", "90", "--memory", "1536", "--processes", "32",
-          "--file-size", "4", "--jobs", "2"]
+LIMITS = ["--timeout", "6", "--notebook-timeout", "90", "--memory", "1536", "--total-memory", "1536",
+          "--processes", "32", "--file-size", "4", "--jobs", "2"]
 
 
 # Without bubblewrap the grader refuses to run: skip, except under CI=true, where the tests then fail.
@@ -86,6 +87,54 @@ def attack(body: str) -> str:
             + "    except Exception:\n        pass\n    raise NotImplementedError\n")
 
 
+def probe(body: str) -> str:
+    """A causal_mask that runs ``body`` (which sets ``report``) and raises it: the reason shows the report."""
+    indented = textwrap.indent(source(body), " " * 4)
+    return "def causal_mask(T):\n" + indented + "    raise ValueError('report: ' + report)\n"
+
+
+# The kernel interfaces a sandbox must not reach, each called and its errno reported (EPERM: denied).
+KERNEL_PROBE = r"""
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def call(label, fn, *args):
+    ok = getattr(libc, fn)(*args) >= 0
+    return f"{label}={'ok' if ok else errno.errorcode.get(ctypes.get_errno(), '?')}"
+out = [call('ptrace', 'ptrace', 16, 1, None, None),  # PTRACE_ATTACH to the sandbox's init
+       call('vm_read', 'syscall', 310, 1, None, 0, None, 0, 0),  # process_vm_readv of the init
+       call('keyctl', 'syscall', 250, 0, -3, 0),  # KEYCTL_GET_KEYRING_ID of the session keyring
+       call('add_key', 'syscall', 248, b'user', b'planted', b'x', 1, -3),
+       call('request_key', 'syscall', 249, b'user', b'instructor-token', None, 0),
+       call('userns', 'unshare', 0x10000000),
+       call('clone_userns', 'syscall', 56, 0x10000000 | 17, None, None, None, None),
+       call('mount', 'mount', b'none', b'/tmp', b'tmpfs', 0, None)]
+try:
+    open('/dev/planted', 'w')
+    out.append('dev=ok')
+except OSError as e:
+    out.append('dev=' + errno.errorcode[e.errno])
+report = ' '.join(out)
+"""
+DENIED = "ptrace=EPERM vm_read=EPERM keyctl=EPERM add_key=EPERM request_key=EPERM userns=EPERM " \
+         "clone_userns=EPERM mount=EPERM dev=EROFS"
+# Runs the grader in a session keyring holding an instructor's key, then writes what is in it afterwards.
+KEYRING = r"""
+import ctypes, json, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.syscall(250, 1, b"instructor-session") >= 0  # KEYCTL_JOIN_SESSION_KEYRING
+key = libc.syscall(248, b"user", b"instructor-token", b"s3cret", 6, -3)
+assert key >= 0
+code = subprocess.call(sys.argv[2:])
+buf = ctypes.create_string_buffer(4096)
+size = libc.syscall(250, 11, key, buf, 4096)  # KEYCTL_READ the key
+payload = buf.raw[:max(0, size)].decode()
+listed = libc.syscall(250, 11, -3, buf, 4096)  # KEYCTL_READ the session keyring: 4 bytes per key
+json.dump({"payload": payload, "keys": listed // 4}, open(sys.argv[1], "w"))
+sys.exit(code)
+"""
+NON_UTF8 = os.fsdecode(b"b_\xff\xfe.ipynb")  # a file name that is not UTF-8
+
+
 def tree_hash(folder: Path) -> str:
     h = hashlib.sha256()
     for p in sorted(folder.rglob("*")):
@@ -120,10 +169,25 @@ def survivors() -> list[str]:
     return found
 
 
-def run_grader(folder: Path, names: list[str], *extra: str, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", *LIMITS, *extra,
-                           "--", *names], cwd=folder, capture_output=True, text=True, timeout=600,
+def run_grader(folder: Path, names: list[str], *extra: str, env=None, keyring=None) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", *LIMITS, *extra, "--", *names]
+    if keyring is not None:  # in a session keyring holding an instructor's key; afterwards, what it holds
+        cmd = [sys.executable, "-c", KEYRING, str(keyring), *cmd]
+    return subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=600,
                           env={**os.environ, "NEXTTOKEN_SECRET": SECRET, **(env or {})})
+
+
+def swap_when_grading_starts(csv_path: Path, stub: Path, target: Path) -> threading.Thread:
+    """Once the first grades are written, replace ``stub`` by a link to ``target`` (too late: snapshots)."""
+    def swap():
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(csv_path.read_text().splitlines() if csv_path.exists() else []) < 2:
+            time.sleep(0.1)
+        stub.unlink()
+        stub.symlink_to(target)
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    return thread
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -276,6 +340,40 @@ def batch(tmp_path_factory):
                     time.sleep(0.05)
             """), *OWN],
         "memory_hog": [HEADER, attack("hog = bytearray(8 * 1024 ** 3)\n"), *OWN],
+        # Text that does not encode: a lone surrogate in a task's exception and in a top-level cell's.
+        "surrogate_task": [HEADER, source(r"""
+            def causal_mask(T):
+                raise ValueError(chr(0xD800) + ' and a NUL \0')
+            """), *OWN],
+        "surrogate_cell": [HEADER, "bad = int(chr(0xD800))\n", *GOOD],
+        # Memory outside every process: memfd pages written with write(), millions of empty files.
+        # (each memfd under --file-size, 450 of them under the open-files limit: 1.8 GB, over --total-memory)
+        "memfd": [HEADER, attack(r"""
+            block, fds = b'x' * (4 << 20), []
+            for i in range(450):
+                fds.append(os.memfd_create(f'hog{i}'))
+                os.write(fds[-1], block)
+            """), *OWN],
+        "many_files": [HEADER, attack(r"""
+            start, i = time.time(), 0
+            while i < 3_000_000 and time.time() - start < 4:
+                open(f'/tmp/f{i}', 'w').close()
+                i += 1
+            """), *OWN],
+        # ptrace of the init, other processes' memory, the keyrings, new user namespaces, mounts, /dev.
+        "kernel": [HEADER, probe(KERNEL_PROBE), *OWN],
+        # Switching off the watch for library calls, to hide one.
+        "profile_off": [HEADER, "def causal_mask(T):\n    sys.setprofile(None)\n    return nexttoken.causal_mask(T)\n",
+                        *OWN],
+        # 33 MB of junk lines (no nonce) where the recorder writes.
+        "junk_line": [HEADER, attack(r"""
+            junk = b'x' * (33 << 20) + b'\n'
+            for fd in range(3, 20):
+                try:
+                    os.write(fd, junk)
+                except OSError:
+                    pass
+            """), *OWN],
         "environment": [HEADER, source(r"""
             def causal_mask(T):
                 raise ValueError(' '.join(sorted(os.environ)) + str(os.environ.get('NEXTTOKEN_SECRET')))
@@ -286,28 +384,46 @@ def batch(tmp_path_factory):
         notebook(d / f"{name}.ipynb", *cells)
         names.append(f"{name}.ipynb")
     os.mkfifo(d / "fifo.ipynb")
-    (d / "zero.ipynb").symlink_to("/dev/zero")
+    (d / "surrogate_field.ipynb").write_text('{"nbformat": "\\ud800", "cells": []}')  # no code at all
+    (d / NON_UTF8).write_bytes(good.read_bytes())
+    (d / "-bob.ipynb").write_bytes(good.read_bytes())  # escape("-bob.ipynb") was escape("'-bob.ipynb")
+    notebook(d / "'-bob.ipynb", HEADER, *STUBS)
+    (d / "link_peer.ipynb").symlink_to(good)  # a classmate's notebook, the solution, a secret file
+    (d / "link_solution.ipynb").symlink_to(ROOT / "solutions" / "ch02.ipynb")
+    (d / "link_shadow.ipynb").symlink_to("/etc/shadow")
+    notebook(d / "swapped.ipynb", HEADER, *STUBS)  # becomes a link to the solution once grading started
+    old = nbformat.v3.new_notebook(metadata={"nexttoken": {"chapter": "ch02"}}, worksheets=[
+        nbformat.v3.new_worksheet(cells=[nbformat.v3.new_code_cell(input=c) for c in (HEADER, *GOOD)])])
+    (d / "nbformat3.ipynb").write_text(nbformat.writes(old, version=3))
+    (d / "nbformat5.ipynb").write_text('{"nbformat": 5, "nbformat_minor": 0, "cells": [], "metadata": {}}')
+    (d / "zero.ipynb").symlink_to("/dev/zero")  # a link: not followed
     (d / "--timeout=1.ipynb").write_bytes(good.read_bytes())  # a name that looks like an option
     (d / '=HYPERLINK("x.example","y").ipynb').write_bytes(good.read_bytes())
     names = ["good.ipynb", *names[:6], "good_too.ipynb", *names[6:], "ch05_solution.ipynb", "fifo.ipynb",
-             "zero.ipynb", "--timeout=1.ipynb", '=HYPERLINK("x.example","y").ipynb']
+             "zero.ipynb", "/dev/zero", "--timeout=1.ipynb", '=HYPERLINK("x.example","y").ipynb',
+             "surrogate_field.ipynb", NON_UTF8, "-bob.ipynb", "'-bob.ipynb", "link_peer.ipynb",
+             "link_solution.ipynb", "link_shadow.ipynb", "swapped.ipynb", "nbformat3.ipynb", "nbformat5.ipynb"]
 
     before = outside_state(peers)
     start = time.monotonic()
-    result = run_grader(d, names)
+    swapper = swap_when_grading_starts(csv_path, d / "swapped.ipynb", ROOT / "solutions" / "ch02.ipynb")
+    result = run_grader(d, names, keyring=d.parent / f"{d.name}-keyring.json")
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.stderr[-3000:]
+    swapper.join(timeout=10)
     after = outside_state(peers)
     csv_text = csv_path.read_text()
     time.sleep(4)  # the daemon would write 3 s after its start
+    keyring = json.loads((d.parent / f"{d.name}-keyring.json").read_text())
     return dict(folder=d, names=names, rows=read_rows(csv_path), before=before, after=after,
-                csv_text=csv_text, csv_later=csv_path.read_text(), survivors=survivors(), elapsed=elapsed)
+                csv_text=csv_text, csv_later=csv_path.read_text(), survivors=survivors(), elapsed=elapsed,
+                keyring=keyring, stderr=result.stderr)
 
 
 def by_submission(rows):
     out = {}
     for r in rows:
-        out.setdefault(r["submission"].removeprefix("'"), {})[r["task"]] = r
+        out.setdefault(grade_module.unescape(r["submission"]), {})[r["task"]] = r
     return out
 
 
@@ -316,7 +432,8 @@ def statuses(batch, name):
 
 
 def test_correct_submissions_keep_full_marks(batch):
-    for name in ("good.ipynb", "good_too.ipynb", "--timeout=1.ipynb", "display_flood.ipynb"):
+    for name in ("good.ipynb", "good_too.ipynb", "--timeout=1.ipynb", "display_flood.ipynb", "surrogate_cell.ipynb",
+                 grade_module.name_text(NON_UTF8), "-bob.ipynb", "nbformat3.ipynb"):
         assert statuses(batch, name) == FULL, name
     assert statuses(batch, "ch05_solution.ipynb") == {task: ("passed", 1) for task in CH05}
 
@@ -332,9 +449,10 @@ def test_no_process_of_the_batch_survives(batch):
 
 def test_the_csv_is_complete(batch):
     grades = by_submission(batch["rows"])
-    assert set(grades) == set(batch["names"])
+    assert set(grades) == {grade_module.name_text(n) for n in batch["names"]}
     for name, rows in grades.items():
-        if name not in ("fifo.ipynb", "zero.ipynb"):
+        if name not in ("fifo.ipynb", "zero.ipynb", "/dev/zero", "surrogate_field.ipynb", "nbformat5.ipynb")\
+                and not name.startswith("link_"):
             assert set(rows) in (set(CH02), set(CH05)), name
 
 
@@ -377,9 +495,11 @@ def test_the_instructors_environment_does_not_reach_the_submission(batch):
 
 
 def test_fifo_and_device_get_a_row_without_being_read(batch):
-    for name in ("fifo.ipynb", "zero.ipynb"):
+    for name in ("fifo.ipynb", "/dev/zero"):
         [row] = by_submission(batch["rows"])[name].values()
         assert row["status"] == "not_a_file" and row["points"] == "0"
+    [row] = by_submission(batch["rows"])["zero.ipynb"].values()  # a link to the device is not followed
+    assert row["status"] == "symlink" and "a symbolic link" in row["reason"]
 
 
 def test_formulas_are_escaped_in_the_csv(batch):
@@ -391,6 +511,64 @@ def test_formulas_are_escaped_in_the_csv(batch):
 
 def test_the_batch_is_quick(batch):
     assert batch["elapsed"] < 240, batch["elapsed"]
+
+
+def test_text_that_does_not_encode_costs_nothing_but_its_task(batch):
+    rows = by_submission(batch["rows"])
+    assert statuses(batch, "surrogate_task.ipynb") == {**FULL, "ch02.q1": ("error", 0)}
+    assert "\\ud800 and a NUL \\x00" in rows["surrogate_task.ipynb"]["ch02.q1"]["reason"]
+    [row] = rows["surrogate_field.ipynb"].values()
+    assert row["status"] == "invalid_notebook" and "nbformat version" in row["reason"]
+    assert "b_\\xff\\xfe.ipynb" in batch["csv_text"]
+
+
+def test_names_that_escaped_alike_keep_their_own_rows(batch):
+    assert statuses(batch, "-bob.ipynb") == FULL
+    assert all(points == 0 for _, points in statuses(batch, "'-bob.ipynb").values())
+    assert "''-bob.ipynb" in batch["csv_text"]
+
+
+def test_links_are_rows_not_followed_and_nothing_of_their_target_leaks(batch):
+    for name in ("link_peer.ipynb", "link_solution.ipynb", "link_shadow.ipynb", "zero.ipynb"):
+        [row] = by_submission(batch["rows"])[name].values()
+        assert row["status"] == "symlink" and f"a symbolic link ({name}), not graded" in row["reason"]
+    assert "root:" not in batch["csv_text"]
+    assert (batch["folder"] / "swapped.ipynb").is_symlink()  # the swap happened, during the batch
+    assert all(points == 0 for _, points in statuses(batch, "swapped.ipynb").values())  # the snapshot was graded
+
+
+def test_old_notebook_formats_are_upgraded_or_refused_with_a_reason(batch):
+    assert statuses(batch, "nbformat3.ipynb") == FULL
+    [row] = by_submission(batch["rows"])["nbformat5.ipynb"].values()
+    assert row["status"] == "old_notebook" and "save it" in row["reason"]
+
+
+def test_memory_outside_any_process_is_the_sandboxs_own(batch):
+    for name in ("memfd.ipynb", "many_files.ipynb"):
+        rows = statuses(batch, name)
+        assert rows["ch02.q1"][1] == 0 and all(rows[t] == ("passed", 1) for t in CH02[1:]), name
+    memfd = by_submission(batch["rows"])["memfd.ipynb"]["ch02.q1"]
+    assert memfd["status"] == "crashed" and "--total-memory" in memfd["reason"], memfd
+
+
+def test_the_kernel_interfaces_are_denied(batch):
+    reason = by_submission(batch["rows"])["kernel.ipynb"]["ch02.q1"]["reason"]
+    assert f"report: {DENIED}" in reason, reason
+    assert "limits per sandbox: cgroup v" in batch["stderr"]  # it says which cgroups it uses
+
+
+def test_the_instructors_keyring_is_out_of_reach(batch):
+    assert batch["keyring"] == {"payload": "s3cret", "keys": 1}  # the key is intact and nothing was planted
+
+
+def test_switching_off_the_library_watch_is_tampering(batch):
+    row = by_submission(batch["rows"])["profile_off.ipynb"]["ch02.q1"]
+    assert row["status"] == "error" and "sys.setprofile" in row["reason"], row
+
+
+def test_junk_lines_cost_only_their_task(batch):
+    rows = statuses(batch, "junk_line.ipynb")
+    assert rows["ch02.q1"] == ("too_much_output", 0) and all(rows[t] == ("passed", 1) for t in CH02[1:])
 
 
 # --- the grader's own robustness: a killed grader, --resume, the gradebook, refusing without bwrap -------
@@ -551,3 +729,43 @@ def test_an_exception_in_evaluate_is_that_tasks_grader_error():
 
     assert grade_module.judge(Broken(), {"outcomes": [["ok", 1]]}) == ("grader_error", "judging q1 failed: "
                                                                                          "RuntimeError: boom")
+
+
+def test_resume_never_gives_one_students_rows_to_another(tmp_path):
+    """An interrupted run graded the attacker "'-bob.ipynb" only; --resume must still grade "-bob.ipynb"
+    (once, "-bob.ipynb" and "'-bob.ipynb" were the same text in the CSV)."""
+    notebook(tmp_path / "'-bob.ipynb", HEADER, *STUBS)
+    notebook(tmp_path / "-bob.ipynb", HEADER, *GOOD)
+    first = run_grader(tmp_path, ["'-bob.ipynb"])
+    assert first.returncode == 0, first.stderr[-2000:]
+    again = run_grader(tmp_path, ["'-bob.ipynb", "-bob.ipynb"], "--resume")
+    assert again.returncode == 0, again.stderr[-2000:]
+    grades = by_submission(read_rows(tmp_path / "grades.csv"))
+    assert {t: (r["status"], int(r["points"])) for t, r in grades["-bob.ipynb"].items()} == FULL
+    assert all(r["points"] == "0" for r in grades["'-bob.ipynb"].values())
+
+
+def test_the_graders_memory_stays_small_whatever_a_submission_holds(tmp_path):
+    """A 20 MB notebook of 7 million empty dicts (3.7 GB in the grader when nbformat parsed it there), and
+    one just under the grader's count of values (parsed in its sandbox): the grader's own peak stays small."""
+    (tmp_path / "dicts.ipynb").write_text('{"cells": [], "metadata": {"junk": [' + ",".join(["{}"] * 7_000_000)
+                                          + ']}, "nbformat": 4, "nbformat_minor": 5}')
+    (tmp_path / "fewer.ipynb").write_text('{"cells": [], "metadata": {"nexttoken": {"chapter": "ch02"}, "junk": ['
+                                          + ",".join(["{}"] * 900_000) + ']}, "nbformat": 4, "nbformat_minor": 5}')
+    proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--max-size", "21",
+                             *LIMITS, "--", "dicts.ipynb", "fewer.ipynb"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak, deadline = 0, time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            peak = max(peak, int(status.split("VmHWM:")[1].split()[0]) * 1024)
+        except (OSError, IndexError):
+            pass
+        time.sleep(0.05)
+    assert proc.wait(timeout=60) == 0
+    assert peak < 1024 ** 3, f"{peak / 1024 ** 2:.0f} MB"
+    grades = by_submission(read_rows(tmp_path / "grades.csv"))
+    [row] = grades["dicts.ipynb"].values()
+    assert row["status"] == "too_complex"
+    assert {r["status"] for r in grades["fewer.ipynb"].values()} == {"missing"}  # read, in the sandbox

@@ -2,11 +2,13 @@
 
     python -m nexttoken.grade [options] [--] SUBMISSION.ipynb [...] --out grades.csv
 
-Each submission runs in a fresh bubblewrap sandbox (``nexttoken.sandbox``): a fresh Python process loads
-the learner's definitions, calls each task's function on its test inputs, and reports only the outputs,
-as plain data. This process checks that data and judges it against the reference; printed output is never
-read. One CSV row per submission and task: submission,task,points,max_points,status,reason. A broken or
-hostile submission costs only its own tasks (a hang or crash, the task it happens in; a cell that hangs or
+Each submission is read once, at the start (regular files only, never through a symbolic link), and runs
+in a fresh bubblewrap sandbox (``nexttoken.sandbox``) with a cgroup and a seccomp filter of its own: a
+fresh Python process reads the notebook (this process never parses a submission), loads the learner's
+definitions, calls each task's function on its test inputs, and reports only the outputs, as plain data.
+This process checks that data and judges it against the reference; printed output is never read. One CSV
+row per submission and task: submission,task,points,max_points,status,reason. A broken or hostile
+submission costs only its own tasks (a hang or crash, the task it happens in; a cell that hangs or
 crashes is skipped), and the CSV is rewritten (atomically) after each submission, so a killed grader keeps
 the grades already given and ``--resume`` goes on from there.
 """
@@ -15,6 +17,7 @@ import argparse
 import base64
 import binascii
 import csv
+import errno
 import json
 import os
 import queue
@@ -32,7 +35,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import nbformat
 import torch
 
 from . import sandbox
@@ -41,6 +43,8 @@ from .exercises import CHAPTERS, chapter
 FIELDS = ["submission", "task", "points", "max_points", "status", "reason"]
 MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
+MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
+MAX_STRUCTURES = 1_000_000  # JSON objects and lists in a submission: more is refused before any parsing
 STARTUP_S = 120  # seconds a sandbox may take to start Python, torch and the tasks (no learner code yet)
 # What a recorded output may hold (everything else is that task's error).
 DTYPES = {name: getattr(torch, name) for name in
@@ -51,6 +55,8 @@ MAX_DEPTH = 4
 MAX_LIST = 64
 MAX_STRING = 1000
 MAX_KIND = 40
+# Statuses the recorder may give a notebook it refuses to read (anything else it sends is invalid_notebook).
+NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
 
 
 class Rejected(Exception):
@@ -64,18 +70,8 @@ class Settings:
     limits: sandbox.Limits = field(default_factory=sandbox.Limits)
     use_sandbox: bool = True
     max_bytes: int = 20 * 1024 * 1024
-
-
-def detect_chapter(nb) -> str | None:
-    """Which chapter a notebook is from, by its content, not its file name: the chapter named in the
-    notebook's metadata, else the exercise module its code imports."""
-    ours = nb.metadata.get("nexttoken")
-    meta = ours.get("chapter") if isinstance(ours, dict) else None
-    if meta in CHAPTERS:
-        return meta
-    source = "\n".join(c.source for c in nb.cells if c.cell_type == "code" and isinstance(c.source, str))
-    found = set(re.findall(r"nexttoken\.exercises(?:\s+import\s+|\.)(ch0\d)", source)) & set(CHAPTERS)
-    return found.pop() if len(found) == 1 else None
+    cgroups: sandbox.Cgroups | None = None  # where each run gets its cgroup; None: per-process limits only
+    uids: list = field(default_factory=lambda: [None])  # the sandbox user id of each job slot (root only)
 
 
 def tasks_of(chapter_name: str) -> list:
@@ -84,12 +80,66 @@ def tasks_of(chapter_name: str) -> list:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Reading submissions: regular files only, up to a size cap, never blocking on a FIFO or a device.
+# Text that reaches a CSV: whatever a submission or its file name holds, it can be written and read back.
+
+def clean(value) -> str:
+    """``value`` as text that encodes as UTF-8 and that csv reads back: a lone surrogate (from JSON's
+    "\\ud800" or a file name's undecodable byte) becomes a visible escape, a NUL its escape."""
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\0", "\\x00")
+
+
+def name_text(path) -> str:
+    """A submission's name as written in the CSVs: its bytes as UTF-8, a byte that is not UTF-8 as \\xNN
+    and a backslash doubled, so two different names never give the same text (--resume keys on it)."""
+    raw = os.fsencode(path).replace(b"\\", b"\\\\")
+    return raw.decode("utf-8", "backslashreplace").replace("\0", "\\x00")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading submissions: regular files only, never through a symbolic link, up to a size cap, never
+# blocking on a FIFO or a device; each read once, at the start, into a private folder.
+
+class IsALink(Exception):
+    """A component of a submission's path is a symbolic link."""
+
+
+def open_no_symlinks(path: Path) -> int:
+    """A descriptor of ``path``, opened one component at a time with O_NOFOLLOW (what openat2's
+    RESOLVE_NO_SYMLINKS does, which Python does not offer): raises IsALink, naming the component, where
+    any component of the path as given is a symbolic link."""
+    parts = [p for p in os.fsencode(path).split(b"/") if p not in (b"", b".")]
+    if not parts:
+        raise IsADirectoryError(str(path))
+    folder = os.open("/" if os.fsencode(path).startswith(b"/") else ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            if stat.S_ISLNK(os.lstat(part, dir_fd=folder).st_mode):
+                raise IsALink(os.fsdecode(b"/".join(parts[:i + 1])))
+            last = i == len(parts) - 1
+            flags = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY) if last else (os.O_PATH | os.O_DIRECTORY)
+            try:  # O_NOFOLLOW: a link swapped in after the lstat is refused here (ELOOP, ENOTDIR)
+                fd = os.open(part, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            except OSError as exc:
+                swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                if swapped and stat.S_ISLNK(os.lstat(part, dir_fd=folder).st_mode):
+                    raise IsALink(os.fsdecode(b"/".join(parts[:i + 1]))) from None
+                raise
+            os.close(folder)
+            folder = fd
+        return folder
+    except BaseException:
+        os.close(folder)
+        raise
+
 
 def read_submission(path: Path, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | None]:
     """(data, None), or (None, (status, reason)) for what is not a regular file within the size cap."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)  # O_NONBLOCK: a FIFO opens at once
+        fd = open_no_symlinks(path)  # O_NONBLOCK: a FIFO opens at once
+    except IsALink as exc:
+        return None, ("symlink", f"a symbolic link ({clean(name_text(exc.args[0]))}), not graded: "
+                                 "submit the notebook file itself")
     except OSError as exc:
         return None, ("unreadable", f"could not open it: {exc.strerror}")
     try:
@@ -108,9 +158,37 @@ def read_submission(path: Path, max_bytes: int) -> tuple[bytes | None, tuple[str
             size += len(chunk)
         if size > max_bytes:  # it grew while being read
             return None, ("too_large", f"over the limit of {max_bytes} bytes (--max-size)")
-        return b"".join(chunks), None
+        data = b"".join(chunks)
     finally:
         os.close(fd)
+    if data.count(b"{") + data.count(b"[") > MAX_STRUCTURES:  # before anything parses it
+        return None, ("too_complex", f"more than {MAX_STRUCTURES} JSON objects and lists; clear its outputs "
+                                     "and metadata (Jupyter: Edit > Clear Outputs of All Cells) and save again")
+    return data, None
+
+
+class Snapshots:
+    """Every submission read once, at the start, into a private folder (mode 0700): what is graded is what
+    was there then, whatever is renamed, swapped for a link or rewritten during the batch."""
+
+    def __init__(self, paths: list[Path], max_bytes: int):
+        self.folder = tempfile.TemporaryDirectory(prefix="nexttoken-snapshots-")
+        self.taken: dict[str, Path | tuple[str, str]] = {}
+        for number, path in enumerate(paths):
+            data, problem = read_submission(path, max_bytes)
+            if problem is not None:
+                self.taken[name_text(path)] = problem
+                continue
+            copy = Path(self.folder.name) / f"{number}.ipynb"
+            copy.write_bytes(data)
+            self.taken[name_text(path)] = copy
+
+    def read(self, name: str) -> tuple[bytes | None, tuple[str, str] | None]:
+        taken = self.taken[name]
+        return (None, taken) if isinstance(taken, tuple) else (taken.read_bytes(), None)
+
+    def close(self) -> None:
+        self.folder.cleanup()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -121,10 +199,15 @@ class RunResult:
     records: dict = field(default_factory=dict)  # task name -> record message
     cell_errors: dict = field(default_factory=dict)  # learner's code cell number -> error text
     stopped: tuple | None = None  # (("cell", n) | ("task", name) | None, status, detail); None: finished
+    notebook: dict | None = None  # the recorder's message on reading the notebook (chapter or refusal)
+    out_of_memory: bool = False  # the kernel's OOM killer acted in this run's cgroup
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """End the sandbox: its first process dies, and with it (PID namespace) everything it started."""
+def _kill(proc: subprocess.Popen, group: sandbox.Group | None) -> None:
+    """End the sandbox from outside: every process in its cgroup (a learner cannot opt out of that), else
+    its first process, and with it (PID namespace) everything it started."""
+    if group is not None:
+        group.kill()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -135,47 +218,59 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_once(notebook: bytes, chapter_name: str, tasks: list[str], skip: set[int], settings: Settings,
-             slot: int, budget_end: float) -> RunResult:
-    """Run the recorder once; stop it at the first cell or task that runs past --timeout, at the end of the
-    notebook's budget, or when it sends more than MAX_REPORT bytes."""
-    result = RunResult()
-    read_end, write_end = os.pipe()
-    fds, scratch = [write_end], None
-
-    def runner(notebook_path: str) -> list[str]:
-        return [sys.executable, "-m", "nexttoken.exercises.harness", notebook_path, chapter_name,
-                "--tasks", ",".join(tasks), "--skip-cells", ",".join(map(str, sorted(skip))),
-                "--out-fd", str(write_end)]
-
+def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: list[int]):
+    """Start the recorder; returns (process, scratch folder or None). ``keep`` are the descriptors the
+    child gets (the caller closes them)."""
+    launch = sandbox.launcher(group)
+    if settings.use_sandbox:  # the notebook enters the sandbox through a memfd: no copy on disk
+        keep += [sandbox.memfd_with(notebook, "submission.ipynb"),
+                 sandbox.memfd_with(sandbox.seccomp_filter(), "seccomp.bpf")]
+        cmd = launch + sandbox.bwrap_command(argv(f"{sandbox.SCRATCH}/submission.ipynb"), settings.limits,
+                                             keep[-2], settings.uids[slot], keep[-1])
+        env, cwd, scratch = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
+    else:  # trusted submissions only: a plain process with limits, in a scratch folder
+        scratch = tempfile.TemporaryDirectory(prefix="nexttoken-grade-")
+        path = Path(scratch.name) / "submission.ipynb"
+        path.write_bytes(notebook)
+        for sub in ("home", "tmp"):
+            (Path(scratch.name) / sub).mkdir()
+        cmd = launch + sandbox.prlimit_args(settings.limits, processes=False) + argv(str(path))
+        env, cwd = sandbox.minimal_env(f"{scratch.name}/home", f"{scratch.name}/tmp"), scratch.name
     try:
-        if settings.use_sandbox:  # the notebook enters the sandbox through a memfd: no copy on disk
-            memfd = os.memfd_create("submission.ipynb")
-            fds.append(memfd)
-            view = memoryview(notebook)
-            while view:
-                view = view[os.write(memfd, view):]
-            os.lseek(memfd, 0, os.SEEK_SET)
-            cmd = sandbox.bwrap_command(runner(f"{sandbox.SCRATCH}/submission.ipynb"), settings.limits,
-                                        memfd, slot)
-            env, cwd = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None
-        else:  # trusted submissions only: a plain process with limits, in a scratch folder
-            scratch = tempfile.TemporaryDirectory(prefix="nexttoken-grade-")
-            path = Path(scratch.name) / "submission.ipynb"
-            path.write_bytes(notebook)
-            for sub in ("home", "tmp"):
-                (Path(scratch.name) / sub).mkdir()
-            cmd = sandbox.prlimit_args(settings.limits, processes=False) + runner(str(path))
-            env, cwd = sandbox.minimal_env(f"{scratch.name}/home", f"{scratch.name}/tmp"), scratch.name
-        proc = subprocess.Popen(cmd, pass_fds=fds, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd)
     except BaseException:
-        os.close(read_end)
         if scratch is not None:
             scratch.cleanup()
         raise
+    return proc, scratch
+
+
+def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: set[int], settings: Settings,
+             slot: int, budget_end: float) -> RunResult:
+    """Run the recorder once; stop it at the first cell or task that runs past --timeout, at the end of the
+    notebook's budget, or when it sends more than MAX_REPORT bytes. Without a chapter (the first run),
+    the recorder finds it in the notebook and records every task of it."""
+    result = RunResult()
+    read_end, write_end = os.pipe()
+    keep = [write_end]
+
+    def argv(notebook_path: str) -> list[str]:
+        return [sys.executable, "-m", "nexttoken.exercises.harness", notebook_path, chapter_name or "auto",
+                "--tasks", ",".join(tasks) if chapter_name else "all",
+                "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end)]
+
+    group = scratch = proc = None
+    try:
+        group = settings.cgroups.new_group(settings.limits) if settings.cgroups is not None else None
+        proc, scratch = _start(notebook, argv, settings, slot, group, keep)
+    except BaseException:
+        os.close(read_end)
+        if group is not None:
+            group.remove()
+        raise
     finally:
-        for fd in fds:  # the child holds its copies; ours must go, or the pipe never reports its end
+        for fd in keep:  # the child holds its copies; ours must go, or the pipe never reports its end
             os.close(fd)
     # Messages count only with this run's nonce, which the recorder reads from stdin before any learner
     # code runs: a thread or a leftover process of the learner's cannot forge a record by writing lines.
@@ -186,18 +281,61 @@ def run_once(notebook: bytes, chapter_name: str, tasks: list[str], skip: set[int
     except OSError:
         pass
     try:
-        _follow(proc, read_end, result, tasks, settings.timeout, budget_end, nonce)
+        _follow(proc, read_end, result, list(tasks), settings.timeout, budget_end, nonce)
     finally:
-        _kill(proc)
+        _kill(proc, group)
         os.close(read_end)
+        if group is not None:
+            result.out_of_memory = group.oom_killed()
+            group.remove()
         if scratch is not None:
             scratch.cleanup()
     return result
 
 
+class Lines:
+    """The recorder's stream cut into lines that start with this run's nonce. Any other line is dropped as
+    soon as its first bytes show it, so a junk line costs no memory however long it is."""
+
+    def __init__(self, nonce: str):
+        self.prefix = b'{"nonce": "' + nonce.encode() + b'"'
+        self.buffer = bytearray()
+        self.junk = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = []
+        while chunk:
+            end = chunk.find(b"\n")
+            part, chunk = (chunk, b"") if end < 0 else (chunk[:end], chunk[end + 1:])
+            if not self.junk:
+                self.buffer += part
+                n = min(len(self.buffer), len(self.prefix))
+                if self.buffer[:n] != self.prefix[:n]:
+                    self.junk = True
+                    self.buffer.clear()
+            if end >= 0:
+                if not self.junk:
+                    lines.append(bytes(self.buffer))
+                self.buffer.clear()
+                self.junk = False
+        return lines
+
+
+def parse_message(line: bytes) -> dict | None:
+    """A recorder message, or None for one too big to parse safely (the learner's process can forge one
+    with the nonce: a few MB of "[]" would be millions of objects here)."""
+    if line.count(b"{") + line.count(b"[") + line.count(b",") > MAX_TOKENS:
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
 def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: int, budget_end: float,
             nonce: str) -> None:
-    current, started, buffer, total = None, time.monotonic(), b"", 0
+    current, started, lines, total = None, time.monotonic(), Lines(nonce), 0
     while True:
         limit = started + (timeout if current is not None else STARTUP_S)
         wait = min(limit, budget_end) - time.monotonic()
@@ -224,16 +362,15 @@ def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: i
         if total > MAX_REPORT:
             result.stopped = (current, "too_much_output", f"sent more than {MAX_REPORT} bytes of outputs")
             return
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for line in lines:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue  # not the recorder's: ignore
-            if not isinstance(message, dict) or message.get("nonce") != nonce:
+        for line in lines.feed(chunk):
+            message = parse_message(line)
+            if message is None or message.get("nonce") != nonce:
                 continue
-            if isinstance(message.get("cell"), int):
+            if message.get("notebook") is not None and result.notebook is None:
+                result.notebook = message
+                if not tasks and message.get("chapter") in CHAPTERS:  # the first run: every task of it
+                    tasks.extend(chapter(message["chapter"]).TASKS)
+            elif isinstance(message.get("cell"), int):
                 current, started = ("cell", message["cell"]), time.monotonic()
             elif isinstance(message.get("cell_error"), int):
                 result.cell_errors.setdefault(message["cell_error"], str(message.get("error"))[:200])
@@ -343,51 +480,68 @@ def _judge(task, record: dict) -> tuple[str, str]:
 # ---------------------------------------------------------------------------------------------------------
 # One submission.
 
-def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
-    """Rows for one submission; never raises for a bad submission."""
+def notebook_problem(run: RunResult) -> tuple[str, str] | None:
+    """(status, reason) when the first run did not read the notebook into a chapter we grade."""
+    message = run.notebook
+    if message is None:
+        where, status, detail = run.stopped or (None, "error", "it sent nothing")
+        return "invalid_notebook", f"the sandbox stopped before the notebook was read ({status}: {detail})"
+    if message.get("notebook") != "read":
+        status = message.get("status")
+        return (status if status in NOTEBOOK_STATUSES else "invalid_notebook",
+                str(message.get("reason", "not a readable notebook")))
+    if message.get("chapter") not in CHAPTERS:
+        return "unknown_chapter", "no chapter in the notebook's metadata or imports"
+    return None
+
+
+def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[dict]:
+    """Rows for one submission (``name`` as in the CSV, ``data`` its snapshot); never raises for a bad
+    submission."""
     def row(task, points, max_points, status, reason):
-        return dict(submission=str(path), task=task, points=points, max_points=max_points,
-                    status=status, reason=reason[:MAX_REASON])
+        return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
+                    reason=clean(reason)[:MAX_REASON])
 
-    data, problem = read_submission(path, settings.max_bytes)
-    if problem is not None:
-        return [row("-", 0, 0, *problem)]
-    try:
-        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
-    except Exception as exc:
-        return [row("-", 0, 0, "invalid_notebook", f"not a readable notebook: {type(exc).__name__}: {exc}")]
-    chapter_name = detect_chapter(nb)
-    if chapter_name is None:
-        return [row("-", 0, 0, "unknown_chapter", "no chapter in the notebook's metadata or imports")]
-    tasks = {t.name: t for t in tasks_of(chapter_name)}
-
+    chapter_name, tasks = None, {}
     results: dict[str, tuple[str, str]] = {}
     cell_errors: dict[int, str] = {}
     skip: dict[int, str] = {}  # code cells that hung or crashed: skipped in later runs
-    pending = list(tasks)
+    pending: list[str] = []
     budget_end = time.monotonic() + settings.notebook_timeout
-    while pending:
+    while True:
         run = run_once(data, chapter_name, pending, set(skip), settings, slot, budget_end)
+        if chapter_name is None:  # the first run read the notebook and found its chapter, or refused it
+            problem = notebook_problem(run)
+            if problem is not None:
+                return [row("-", 0, 0, *problem)]
+            chapter_name = run.notebook["chapter"]
+            tasks = {t.name: t for t in tasks_of(chapter_name)}
+            pending = list(tasks)
         for number, error in run.cell_errors.items():
             cell_errors.setdefault(number, error)
-        for name in pending:
-            if name in run.records:
-                results[name] = judge(tasks[name], run.records[name])
-        pending = [name for name in pending if name not in results]
+        for task_name in pending:
+            if task_name in run.records:
+                results[task_name] = judge(tasks[task_name], run.records[task_name])
+        pending = [task_name for task_name in pending if task_name not in results]
+        if not pending:
+            break
         if run.stopped is None:
-            for name in pending:
-                results[name] = ("error", "no outputs were recorded for this task")
+            for task_name in pending:
+                results[task_name] = ("error", "no outputs were recorded for this task")
             break
         where, status, detail = run.stopped
+        if status == "crashed" and run.out_of_memory:
+            detail += (f" (the sandbox used up its {settings.limits.total_memory_mb} MB of memory, "
+                       "--total-memory)")
         if detail == "budget":
-            for name in pending:
-                results[name] = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} s "
-                                            "(--notebook-timeout) ran out before this task was recorded")
+            for task_name in pending:
+                results[task_name] = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} "
+                                                 "s (--notebook-timeout) ran out before this task was recorded")
             break
         if where is None:  # it stopped before any of the learner's code ran: the grader's side
-            for name in pending:
-                results[name] = ("grader_error", f"the sandbox stopped while starting ({status}: {detail}); "
-                                                 "are --memory or --processes too small for torch?")
+            for task_name in pending:
+                results[task_name] = ("grader_error", f"the sandbox stopped while starting ({status}: {detail});"
+                                                      " are --memory, --total-memory or --processes too small?")
             break
         if where[0] == "cell" and where[1] not in skip:  # charge the cell, not the tasks: skip it, run again
             skip[where[1]] = f"code cell {where[1]} {detail}" if status == "timeout" else \
@@ -395,19 +549,21 @@ def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
         elif where[0] == "task" and where[1] in pending:
             results[where[1]] = (status, f"{tasks[where[1]].function}: {detail}")
             pending.remove(where[1])
+            if not pending:
+                break
         else:  # no progress to make by running again (it stopped somewhere already charged)
-            for name in pending:
-                results[name] = (status, f"your notebook stopped: {detail}")
+            for task_name in pending:
+                results[task_name] = (status, f"your notebook stopped: {detail}")
             break
 
     notes = [f"your {text}" for text in skip.values()]
     notes += [f"your code cell {n} raised {e}" for n, e in sorted(cell_errors.items()) if n not in skip]
     rows = []
-    for name, task in tasks.items():
-        status, reason = results.get(name, ("error", "no outputs were recorded for this task"))
+    for task_name, task in tasks.items():
+        status, reason = results.get(task_name, ("error", "no outputs were recorded for this task"))
         if status in ("missing", "error") and notes:
             reason += f" ({notes[0]})"
-        rows.append(row(f"{chapter_name}.{name}", task.points if status == "passed" else 0, task.points,
+        rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
                         status, reason))
     return rows
 
@@ -415,24 +571,29 @@ def grade_notebook(path: Path, settings: Settings, slot: int = 0) -> list[dict]:
 # ---------------------------------------------------------------------------------------------------------
 # The CSVs: rewritten after each submission, through a temporary file and an atomic rename.
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def escape(value) -> str:
-    """A spreadsheet must not read a cell as a formula."""
+    """A spreadsheet must not read a cell as a formula: such a cell gets a leading "'". A cell that starts
+    with "'" gets one too, so the escape escapes its own marker and ``unescape`` is exact (two file names
+    never read back as one)."""
     text = str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") and text != "-" else text
+    return "'" + text if text[:1] in (*FORMULA_STARTS, "'") and text != "-" else text
 
 
 def unescape(text: str) -> str:
-    return text[1:] if text[:1] == "'" and text[1:2] in ("=", "+", "-", "@", "\t", "\r") else text
+    return text[1:] if text[:1] == "'" else text
 
 
 def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
             writer = csv.writer(f)
             writer.writerow(header)
             for r in rows:
-                writer.writerow([escape(r.get(h, "")) for h in header])
+                writer.writerow([escape(clean(r.get(h, ""))) for h in header])
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -458,15 +619,28 @@ def read_previous(path: Path) -> list[dict]:
     """Rows of an earlier run (for --resume); a missing file is an empty start."""
     if not path.exists():
         return []
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames != FIELDS:
-            raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
-        rows = [{k: unescape(v or "") for k, v in r.items()} for r in reader]
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames != FIELDS:
+                raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
+            rows = [{k: unescape(v or "") for k, v in r.items()} for r in reader]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise SystemExit(f"--resume: {path} is not a readable grades CSV ({type(exc).__name__}: {exc})") from None
     for number, r in enumerate(rows, start=2):
         if not (r["points"].isdigit() and r["max_points"].isdigit()):
             raise SystemExit(f"--resume: {path} line {number}: points are not whole numbers")
     return rows
+
+
+def clean_rows(rows: list[dict]) -> list[dict]:
+    """Every field of every row as encodable text (the CSV and the summary can always be written)."""
+    return [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+
+
+def error_row(name: str, exc: BaseException) -> dict:
+    return dict(submission=name, task="-", points=0, max_points=0, status="grader_error",
+                reason=clean(f"{type(exc).__name__}: {exc}")[:MAX_REASON])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -498,6 +672,9 @@ def parse_args(argv):
                    help=f"submissions graded at once, each in its own sandbox (default: the cores, {cores})")
     p.add_argument("--memory", type=positive_int, default=limits.memory_mb,
                    help=f"MB of address space per process (default {limits.memory_mb})")
+    p.add_argument("--total-memory", type=positive_int, default=limits.total_memory_mb,
+                   help="MB of memory of every kind per sandbox, tmpfs and kernel memory included (its "
+                        f"cgroup; default {limits.total_memory_mb})")
     p.add_argument("--processes", type=positive_int, default=limits.processes,
                    help=f"processes and threads per submission (default {limits.processes})")
     p.add_argument("--file-size", type=positive_int, default=limits.file_size_mb,
@@ -508,63 +685,110 @@ def parse_args(argv):
                    help="MB, the largest submission file read (default 20)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without bubblewrap: ONLY for trusted submissions")
+    p.add_argument("--allow-no-cgroup", action="store_true",
+                   help="grade even where no cgroup can be had (per-process limits only; see the warning)")
     return p.parse_args(argv)
+
+
+def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] | str:
+    """The cgroups and sandbox user ids to grade with, or the message refusing to grade."""
+    if not args.no_sandbox and sandbox.bwrap_path() is None:
+        return sandbox.INSTALL_MESSAGE
+    cgroups, why = sandbox.find_cgroups()
+    if cgroups is None and not (args.allow_no_cgroup or args.no_sandbox):
+        return why
+    if cgroups is None:
+        print(f"WARNING: {why.splitlines()[0].rstrip('.')}; --allow-no-cgroup: grading with per-process limits only",
+              file=sys.stderr)
+    else:
+        print(f"limits per sandbox: {cgroups.describe()}, {limits.total_memory_mb} MB, "
+              f"{limits.processes} processes", file=sys.stderr)
+        cgroups.sweep()  # groups a killed grader left behind
+    if args.no_sandbox:
+        return cgroups, [None] * args.jobs
+    try:
+        uids = sandbox.allocate_uids(args.jobs)
+    except sandbox.SandboxError as exc:
+        return str(exc)
+    problem = sandbox.check_bwrap(limits, cgroups, uids[0])
+    return problem if problem is not None else (cgroups, uids)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    limits = sandbox.Limits(memory_mb=args.memory, processes=args.processes, file_size_mb=args.file_size,
-                            cpu_s=args.cpu_time or args.notebook_timeout)
-    settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
-                        use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024)
-    if settings.use_sandbox:
-        problem = sandbox.check_bwrap(limits)
-        if problem is not None:
-            print(f"python -m nexttoken.grade: {problem}", file=sys.stderr)
-            return 2
-    else:
-        print("WARNING: --no-sandbox: submissions run without isolation; use it for trusted ones only",
-              file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 must not stop the batch
+        stream.reconfigure(errors="backslashreplace")
+    limits = sandbox.Limits(memory_mb=args.memory, total_memory_mb=args.total_memory, processes=args.processes,
+                            file_size_mb=args.file_size, cpu_s=args.cpu_time or args.notebook_timeout)
     for target in (args.out, args.gradebook):
         if target is not None and not target.parent.is_dir():
             print(f"python -m nexttoken.grade: the folder of {target} does not exist", file=sys.stderr)
             return 2
+    ready = setup(args, limits)
+    if isinstance(ready, str):
+        print(f"python -m nexttoken.grade: {ready}", file=sys.stderr)
+        return 2
+    if args.no_sandbox:
+        print("WARNING: --no-sandbox: submissions run without isolation; use it for trusted ones only",
+              file=sys.stderr)
+    cgroups, uids = ready
+    settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
+                        use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
+                        cgroups=cgroups, uids=uids)
 
     previous = read_previous(args.out) if args.resume else []
     done = {r["submission"] for r in previous}
-    todo = list(dict.fromkeys(p for p in args.submissions if str(p) not in done))  # in order, once each
+    paths = {name_text(p): p for p in args.submissions}  # in order, once each
+    todo = [name for name in paths if name not in done]
+    snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
     graded: dict[str, list[dict]] = {}
-    lock = threading.Lock()
     slots: queue.Queue = queue.Queue()
     for slot in range(args.jobs):
         slots.put(slot)
 
-    def grade_one(path: Path) -> list[dict]:
+    def grade_one(name: str) -> list[dict]:
         slot = slots.get()
         try:
-            return grade_notebook(path, settings, slot)
+            data, problem = snapshots.read(name)
+            if problem is not None:
+                return [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
+                             reason=clean(problem[1]))]
+            return clean_rows(grade_notebook(name, data, settings, slot))
         except Exception as exc:  # a grader bug must not cost the other submissions their grades
-            return [dict(submission=str(path), task="-", points=0, max_points=0, status="grader_error",
-                         reason=f"{type(exc).__name__}: {exc}"[:MAX_REASON])]
+            return [error_row(name, exc)]
         finally:
             slots.put(slot)
 
-    def save() -> list[dict]:
-        rows = previous + [r for p in todo if str(p) in graded for r in graded[str(p)]]
-        write_csv(args.out, FIELDS, rows)
-        if args.gradebook is not None:
-            write_csv(args.gradebook, *gradebook(rows))
-        return rows
+    def save() -> tuple[list[dict], bool]:
+        rows = previous + [r for name in todo if name in graded for r in graded[name]]
+        try:
+            write_csv(args.out, FIELDS, rows)
+            if args.gradebook is not None:
+                write_csv(args.gradebook, *gradebook(rows))
+        except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
+            print(f"WARNING: could not write {args.out}: {clean(exc)}", file=sys.stderr)
+            return rows, False
+        return rows, True
 
     start = time.monotonic()
-    rows = save()
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(grade_one, p): p for p in todo}
-        for future in as_completed(futures):
-            with lock:
-                graded[str(futures[future])] = future.result()
-                rows = save()
+    rows, saved = save()
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {pool.submit(grade_one, name): name for name in todo}
+            for future in as_completed(futures):
+                try:
+                    graded[futures[future]] = future.result()
+                except BaseException as exc:  # grade_one returns rows; this is a last guard
+                    graded[futures[future]] = [error_row(futures[future], exc)]
+                rows, saved = save()
+    finally:
+        snapshots.close()
+        if cgroups is not None:
+            cgroups.sweep()
     elapsed = time.monotonic() - start
+    if not saved:
+        print(f"python -m nexttoken.grade: the grades could not be written to {args.out}", file=sys.stderr)
+        return 1
 
     print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
     for r in rows:

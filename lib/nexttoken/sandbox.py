@@ -8,14 +8,28 @@ submissions or their processes), and it dies with the grader. When the sandbox's
 kernel kills everything else in its PID namespace, so nothing it started outlives it.
 
 Limits (util-linux ``prlimit``) apply per process: address space, processes+threads, file size, CPU time.
-When the grader runs as root, the code runs as an unprivileged user id of its own (one per concurrent
-job), so the process limit is enforced and no root-owned file is readable by owner rights.
+Limits per sandbox come from a cgroup of its own (``Cgroups``, v2 or v1): memory of every kind (pages of
+tmpfs files and memfds, kernel memory such as inodes, which belong to no process), the number of
+processes, and an equal CPU share; the grader ends a sandbox by killing everything in its cgroup.
+A seccomp filter (``seccomp_filter``, built with libseccomp) denies the learner's processes ptrace,
+process_vm_*, the kernel keyrings, mounts and new namespaces; each sandbox starts in a fresh anonymous
+session keyring. When the grader runs as root, the code runs as an unprivileged user id of its own (one
+per concurrent job, checked unused on the host and locked against other graders), so no root-owned file
+is readable by owner rights.
 """
 
+import ctypes
+import errno
+import fcntl
+import grp
+import itertools
 import os
+import pwd
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,24 +44,363 @@ INSTALL_MESSAGE = (
 SCRATCH = "/submission"
 HOME = "/home/learner"
 # Unprivileged user ids for sandboxes when the grader is root: one per concurrent job, so a fork bomb in
-# one sandbox cannot use up the process limit of another (RLIMIT_NPROC counts per user id).
+# one sandbox cannot use up the process limit of another (RLIMIT_NPROC counts per user id). Each is checked
+# free on the host (no account, no process) and held with a lock file, so two graders never share one.
 FIRST_UID = 61000
+UID_RANGE = 1000
+UID_LOCKS = Path("/run/nexttoken-grade")
+_held_uid_locks: list[int] = []  # open lock files, held until the grader exits
+
+
+class SandboxError(Exception):
+    """The sandbox cannot be set up here; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
 class Limits:
     """Per-submission limits. Defaults suit the course's small tensors; flags of the grader change them."""
     memory_mb: int = 2048  # address space per process (importing torch alone reserves about 600 MB)
-    processes: int = 64  # processes and threads of the sandbox's user
+    total_memory_mb: int = 2048  # memory of the whole sandbox, of every kind (its cgroup)
+    processes: int = 64  # processes and threads of the sandbox (its cgroup; RLIMIT_NPROC too)
     file_size_mb: int = 16  # largest file it may write
     cpu_s: int = 600  # CPU seconds per process (the grader sets it to its --notebook-timeout)
     tmp_mb: int = 64  # size of each private tmpfs (/tmp, HOME, /submission)
 
     def __post_init__(self):
-        for name in ("memory_mb", "processes", "file_size_mb", "cpu_s", "tmp_mb"):
+        for name in ("memory_mb", "total_memory_mb", "processes", "file_size_mb", "cpu_s", "tmp_mb"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The seccomp filter: built once per batch with libseccomp, handed to bwrap (--seccomp FD) for every sandbox.
+
+# Denied (EPERM) to every process of the learner: reading or steering another process (ptrace,
+# process_vm_*: the sandbox's own init included), the kernel keyrings, mounts (a tmpfs in a nested user
+# namespace is memory outside every limit), namespaces, and kernel interfaces a submission never needs.
+DENIED_SYSCALLS = (
+    "ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
+    "mount", "umount2", "pivot_root", "chroot", "setns", "unshare", "mount_setattr", "move_mount",
+    "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "bpf", "perf_event_open", "userfaultfd",
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon", "swapoff",
+)
+# clone() with any CLONE_NEW* flag (NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET) is denied;
+# clone3 (whose flags seccomp cannot read) answers ENOSYS, so the C library falls back to clone.
+CLONE_NAMESPACES = 0x7E020000
+_EXPORT = r"""
+import errno, sys, seccomp
+denied, namespaces = sys.argv[1].split(","), int(sys.argv[2])
+f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+for name in denied:
+    f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+for bit in (1 << b for b in range(32) if namespaces >> b & 1):
+    f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, bit, bit))
+f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+f.export_bpf(sys.stdout.buffer)
+"""
+SECCOMP_MESSAGE = ("the grader builds its seccomp filter with libseccomp's Python binding, which is not "
+                   "installed here: run 'sudo bash scripts/setup_sandbox.sh' (Debian's python3-seccomp)")
+_filter: list[bytes] = []
+
+
+def seccomp_filter() -> bytes:
+    """The filter as BPF, for bwrap's --seccomp. Built by libseccomp's binding: imported here if this
+    Python has it (pyseccomp offers the same API), else by the system's Python 3 with Debian's
+    python3-seccomp (a C extension for that interpreter, not for this virtual environment)."""
+    if _filter:
+        return _filter[0]
+    args = [",".join(DENIED_SYSCALLS), str(CLONE_NAMESPACES)]
+    for python in (sys.executable, "/usr/bin/python3"):
+        if not os.path.exists(python):
+            continue
+        done = subprocess.run([python, "-I", "-c", _EXPORT, *args], capture_output=True, timeout=60)
+        if done.returncode == 0 and done.stdout:
+            _filter.append(done.stdout)
+            return done.stdout
+    raise SandboxError(SECCOMP_MESSAGE)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cgroups: one per sandbox, so memory of every kind, processes and CPU are limited per submission.
+
+CGROUP_MESSAGE = (
+    "no cgroup can limit each sandbox's memory and processes here: {why}.\n"
+    "Run the grader as root, or in a cgroup delegated to you (cgroup v2: 'systemd-run --user --scope "
+    "-p Delegate=yes python -m nexttoken.grade ...'; v1: a memory and a pids cgroup you own), or pass\n"
+    "--allow-no-cgroup to grade with per-process limits only: memory that belongs to no process (tmpfs files,\n"
+    "memfds, kernel memory) is then unbounded, and a hostile submission can make the kernel kill the grader."
+)
+_names = itertools.count()
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under "" its v2 path."""
+    found = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for name in controllers.split(",") if controllers else [""]:
+            found[name] = path
+    return found
+
+
+def _v2_mount() -> Path | None:
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            return Path(fields[1])
+    return None
+
+
+def _write(path: Path, value) -> None:
+    path.write_text(f"{value}\n")
+
+
+@dataclass
+class Group:
+    """One sandbox's cgroup (a folder per v1 controller, or one v2 folder)."""
+    version: int
+    dirs: list[Path]
+
+    def procs_files(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.dirs]
+
+    def pids(self) -> set[int]:
+        found = set()
+        for d in self.dirs:
+            try:
+                found |= {int(p) for p in (d / "cgroup.procs").read_text().split()}
+            except OSError:
+                pass
+        return found
+
+    def kill(self) -> None:
+        """Kill every process in the group, from outside (v2: cgroup.kill; else until none is left)."""
+        if self.version == 2 and (self.dirs[0] / "cgroup.kill").exists():
+            try:
+                _write(self.dirs[0] / "cgroup.kill", 1)
+            except OSError:
+                pass
+        for _ in range(500):  # a fork bomb is bounded by pids.max: a few rounds at most
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.01)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer ended a process of this group (it ran out of its memory)."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        for d in self.dirs:
+            try:
+                for line in (d / name).read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill" and int(value) > 0:
+                        return True
+            except (OSError, ValueError):
+                pass
+        return False
+
+    def remove(self, wait_s: float = 5.0) -> bool:
+        """Remove the group's folders; False if one is still busy after ``wait_s`` (``Cgroups.sweep``
+        removes it later)."""
+        removed = True
+        for d in self.dirs:
+            deadline = time.monotonic() + wait_s
+            while True:  # the kernel lets go of a group a moment after its last process has exited
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        removed = False
+                        break
+                    time.sleep(0.05)
+        return removed
+
+
+@dataclass
+class Cgroups:
+    """Where sandbox cgroups are made: v2 (one folder) or v1 (memory, pids and, if there, cpu)."""
+    version: int
+    bases: dict[str, Path]
+
+    def describe(self) -> str:
+        where = ", ".join(str(p) for p in self.bases.values())
+        return f"cgroup v{self.version} ({where})"
+
+    def new_group(self, limits: Limits) -> Group:
+        name = f"nexttoken-{os.getpid()}-{next(_names)}"
+        memory = limits.total_memory_mb * 1024 * 1024
+        dirs = [base / name for base in self.bases.values()]
+        try:
+            for d in dirs:
+                d.mkdir()
+            if self.version == 2:
+                d = dirs[0]
+                settings = {"memory.max": memory, "memory.swap.max": 0, "pids.max": limits.processes,
+                            "memory.oom.group": 1, "cpu.weight": 100}
+                for key, value in settings.items():
+                    if (d / key).exists():  # swap and cpu may be absent
+                        _write(d / key, value)
+            else:
+                _write(self.bases["memory"] / name / "memory.limit_in_bytes", memory)
+                swap = self.bases["memory"] / name / "memory.memsw.limit_in_bytes"
+                if swap.exists():
+                    _write(swap, memory)
+                _write(self.bases["pids"] / name / "pids.max", limits.processes)
+                if "cpu" in self.bases:
+                    _write(self.bases["cpu"] / name / "cpu.shares", 1024)  # equal, whatever its processes
+        except OSError as exc:
+            Group(self.version, dirs).remove()
+            raise SandboxError(f"could not set up a sandbox cgroup under {self.describe()}: {exc}") from None
+        return Group(self.version, dirs)
+
+    def sweep(self) -> None:
+        """End and remove the sandbox groups of graders that are gone (killed before they could), and this
+        grader's own that were still busy when their sandbox ended."""
+        names = {d.name for base in self.bases.values() for d in base.glob("nexttoken-*-*")}
+        for name in sorted(names):
+            pid = name.split("-")[1]
+            if pid.isdigit() and (int(pid) == os.getpid() or not Path(f"/proc/{pid}").exists()):
+                group = Group(self.version, [b / name for b in self.bases.values() if (b / name).is_dir()])
+                group.kill()
+                group.remove(wait_s=1.0)
+
+
+def _v2_cgroups() -> tuple[Cgroups | None, str]:
+    mount = _v2_mount()
+    if mount is None:
+        return None, "no cgroup v2 is mounted"
+    base = mount / _own_cgroups().get("", "/").lstrip("/")
+    try:
+        available = set((base / "cgroup.controllers").read_text().split())
+    except OSError:
+        return None, f"cgroup v2 at {mount} is not readable"
+    if not {"memory", "pids"} <= available:
+        return None, f"cgroup v2 at {base} has no memory and pids controllers"
+    wanted = {"memory", "pids"} | ({"cpu"} & available)
+    try:
+        enabled = set((base / "cgroup.subtree_control").read_text().split())
+    except OSError:
+        return None, f"cgroup v2 at {base} is not readable"
+    if not wanted <= enabled:
+        try:
+            # A v2 cgroup with processes cannot enable controllers for children: move the grader into a
+            # leaf of its own first (its delegated scope then holds only groups).
+            if (base / "cgroup.procs").read_text().split():
+                leaf = base / f"nexttoken-grader-{os.getpid()}"
+                leaf.mkdir(exist_ok=True)
+                _write(leaf / "cgroup.procs", os.getpid())
+            _write(base / "cgroup.subtree_control", " ".join(f"+{c}" for c in sorted(wanted - enabled)))
+        except OSError as exc:
+            return None, f"cgroup v2 at {base} cannot enable memory and pids for sandboxes ({exc.strerror})"
+    return Cgroups(2, {"": base}), ""
+
+
+def _v1_cgroups() -> tuple[Cgroups | None, str]:
+    own, bases = _own_cgroups(), {}
+    for controller in ("memory", "pids", "cpu"):
+        base = Path("/sys/fs/cgroup") / controller / own.get(controller, "/").lstrip("/")
+        if controller in own and base.is_dir() and os.access(base, os.W_OK):
+            bases[controller] = base
+    if {"memory", "pids"} <= set(bases):
+        return Cgroups(1, bases), ""
+    return None, "cgroup v1's memory and pids controllers are not mounted or not writable by this user"
+
+
+def find_cgroups() -> tuple[Cgroups | None, str]:
+    """(Cgroups, "") where sandbox cgroups can be made, v2 first (the default on current distributions);
+    else (None, why not)."""
+    v2, why2 = _v2_cgroups()
+    if v2 is not None:
+        return v2, ""
+    v1, why1 = _v1_cgroups()
+    if v1 is not None:
+        return v1, ""
+    return None, CGROUP_MESSAGE.format(why=f"{why2}; {why1}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# User ids for sandboxes (root only) and the launcher that puts a sandbox in its cgroup and keyring.
+
+def _uids_running() -> set[int]:
+    uids = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("Uid:"):
+                    uids |= {int(u) for u in line.split()[1:]}
+        except (OSError, ValueError):
+            pass
+    return uids
+
+
+def _has_account(uid: int) -> bool:
+    for lookup in (pwd.getpwuid, grp.getgrgid):
+        try:
+            lookup(uid)
+            return True
+        except KeyError:
+            pass
+    return False
+
+
+def allocate_uids(n: int) -> list[int | None]:
+    """n user ids for sandboxes, as root: free on the host (no account or group, no process) and locked
+    for this grader's lifetime. Not root: None each (bwrap maps the caller into a user namespace)."""
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int (the jobs), got {n!r}")
+    if os.geteuid() != 0:
+        return [None] * n
+    UID_LOCKS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    running, found = _uids_running(), []
+    for uid in range(FIRST_UID, FIRST_UID + UID_RANGE):
+        if len(found) == n:
+            break
+        if uid in running or _has_account(uid):
+            continue
+        fd = os.open(UID_LOCKS / f"{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another grader holds it
+            os.close(fd)
+            continue
+        _held_uid_locks.append(fd)
+        found.append(uid)
+    if len(found) < n:
+        raise SandboxError(f"fewer than {n} free user ids in {FIRST_UID}-{FIRST_UID + UID_RANGE - 1} "
+                           "for sandboxes (other graders or host accounts hold them): lower --jobs")
+    return found
+
+
+KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219}
+_LAUNCH = r"""
+import ctypes, os, sys
+end = sys.argv.index("--")
+for procs in sys.argv[2:end]:  # join the sandbox's cgroup(s) before anything of the sandbox starts
+    with open(procs, "w") as f:
+        f.write(str(os.getpid()))
+# KEYCTL_JOIN_SESSION_KEYRING with no name: a fresh anonymous session keyring, none of the caller's keys
+if ctypes.CDLL(None, use_errno=True).syscall(int(sys.argv[1]), 1, None) < 0:
+    sys.exit(f"could not join a fresh session keyring: {os.strerror(ctypes.get_errno())}")
+os.execv(sys.argv[end + 1], sys.argv[end + 1:])
+"""
+
+
+def launcher(group: Group | None, python: str = sys.executable) -> list[str]:
+    """The argv prefix that starts a sandbox in its cgroup and in a fresh session keyring."""
+    number = KEYCTL_SYSCALL.get(os.uname().machine)
+    if number is None:
+        raise SandboxError(f"no keyctl system call number known for {os.uname().machine}")
+    files = group.procs_files() if group is not None else []
+    return [python, "-I", "-S", "-c", _LAUNCH, str(number), *files, "--"]
 
 
 def bwrap_path() -> str | None:
@@ -117,14 +470,18 @@ def prlimit_args(limits: Limits, processes: bool = True) -> list[str]:
     return args + ["--"]
 
 
-def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, slot: int) -> list[str]:
+def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | None,
+                  seccomp_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` in a fresh sandbox. ``notebook_fd`` is read into
     /submission/submission.ipynb (a copy on the sandbox's tmpfs; nothing of it lands on the host's disk).
-    ``slot`` is the concurrent job's index (its user id when the grader is root)."""
+    ``uid`` is the sandbox's user id when the grader is root (``allocate_uids``); ``seccomp_fd`` holds the
+    filter (``seccomp_filter``) that bwrap loads for everything the command runs."""
     size = str(limits.tmp_mb * 1024 * 1024)
     cmd = [bwrap_path() or "bwrap"]
     cmd += _system_binds()
-    cmd += ["--dev", "/dev", "--proc", "/proc",
+    # /dev read-only (a writable /dev would be an unsized tmpfs) with a sized /dev/shm for multiprocessing.
+    cmd += ["--dev", "/dev", "--perms", "01777", "--size", size, "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--proc", "/proc",
             "--perms", "01777", "--size", size, "--tmpfs", "/tmp",
             "--perms", "0755", "--dir", "/home",
             "--perms", "0777", "--size", size, "--tmpfs", HOME,
@@ -138,37 +495,56 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, slot: int) 
     cmd += ["--chdir", SCRATCH, "--hostname", "sandbox",
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     for key, value in minimal_env(HOME, "/tmp").items():
         cmd += ["--setenv", key, value]
     if os.geteuid() == 0:
+        if uid is None:
+            raise ValueError("uid: a sandbox user id is needed when the grader is root (allocate_uids)")
         # bwrap as root (no user namespace), then drop to an unprivileged uid with no capabilities.
-        uid = str(FIRST_UID + slot)
         cmd += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--",
                 shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                 "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
         cmd += prlimit_args(limits)
     else:
-        cmd += ["--unshare-user", "--"] + prlimit_args(limits)
+        cmd += ["--unshare-user", "--disable-userns", "--"] + prlimit_args(limits)
     return cmd + argv
 
 
-def check_bwrap(limits: Limits) -> str | None:
+def memfd_with(data: bytes, name: str) -> int:
+    """A memfd holding ``data``, at offset 0: how a notebook or the filter reaches bwrap, never on disk."""
+    fd = os.memfd_create(name)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str | None:
     """None when a sandbox with these limits can start here and import the tasks (torch), else why not:
-    bubblewrap missing, user namespaces disabled, or limits too small."""
+    bubblewrap or libseccomp missing, user namespaces disabled, or limits too small."""
     if bwrap_path() is None:
         return INSTALL_MESSAGE
-    r, w = os.pipe()
-    os.write(w, b"{}")
-    os.close(w)
+    try:
+        fds = [memfd_with(b"{}", "probe.ipynb"), memfd_with(seccomp_filter(), "seccomp.bpf")]
+        group = cgroups.new_group(limits) if cgroups is not None else None
+    except SandboxError as exc:
+        return str(exc)
     try:
         probe = [sys.executable, "-c", "import nexttoken.exercises.task"]
-        result = subprocess.run(bwrap_command(probe, limits, r, 0),
-                                pass_fds=(r,), capture_output=True, text=True, timeout=300)
+        cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
+        result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
         return "a sandbox did not start Python and torch within 300 s: is the machine overloaded?"
     finally:
-        os.close(r)
+        for fd in fds:
+            os.close(fd)
+        if group is not None:
+            group.kill()
+            group.remove()
     if result.returncode != 0:
         return (f"bubblewrap is installed but a sandbox with these limits could not start Python and torch "
-                f"(see --memory, --processes):\n{result.stderr.strip()[-800:]}")
+                f"(see --memory, --total-memory, --processes):\n{result.stderr.strip()[-800:]}")
     return None

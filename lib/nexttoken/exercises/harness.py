@@ -1,13 +1,19 @@
 """The grader's recorder: runs inside a submission's sandbox, calls the learner's functions, reports outputs.
 
     python -m nexttoken.exercises.harness NOTEBOOK CHAPTER --tasks q1,q2 [--skip-cells 3,5] --out-fd 3
+    python -m nexttoken.exercises.harness NOTEBOOK auto --tasks all --out-fd 3
+
+It reads the notebook itself (the grader never parses a submission): nbformat 4 as JSON, older formats
+upgraded with nbformat's converter; with CHAPTER "auto" it finds the chapter in the notebook (its metadata,
+else the exercise module its code imports) and records every task of it.
 
 A fresh process that first loads the chapter's tasks, then runs only the learner's *definitions* (imports,
 ``def``, ``class`` and assignments to plain names; no calls for effect such as ``qN.check(...)``,
 ``display``, loops, or patches like ``Task.run = ...``), then calls each task's function on its test
 inputs. It reads a one-line nonce from stdin (before any learner code runs; stdin is then closed) and
-writes one JSON message per line, each carrying that nonce, to the descriptor the grader passed:
+writes one JSON message per line, each starting with that nonce, to the descriptor the grader passed:
 
+    {"notebook": "read", "chapter": "ch02", "nbformat": 4}   (or "refused", with "status" and "reason")
     {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
     {"cell_error": N, "error": "..."}
     {"task": "q1"}                   about to call the function of task q1
@@ -20,7 +26,8 @@ every message before judging (``nexttoken.grade``). "library" names the library 
 re-implements (the one with its function's name, or the one its reference delegates to) that ran while
 the learner's function did (reported to the instructor, not penalised).
 "tampered" names the recorder's parts (Task.run, the task's cases, the harness, builtins, torch.Tensor
-methods) that the learner's code replaced: that task is then not graded.
+methods, the profile hook that watches for library calls) that the learner's code replaced: that task is
+then not graded.
 
 This process is the learner's, so none of this is a wall: code that digs through memory can still make
 its *own* outputs anything it can compute. The sandbox, not this file, keeps everyone else safe.
@@ -31,22 +38,74 @@ import ast
 import base64
 import json
 import os
+import re
 import sys
 
 MAX_STRING = 500  # characters of an error message or string output sent back
 MAX_LIST = 64
 
 
-def code_cells(notebook_path: str) -> list[str]:
+class Refused(Exception):
+    """A notebook the recorder will not read: (status, reason). The reason never quotes the file."""
+
+
+def read_notebook(notebook_path: str) -> dict:
+    """The notebook as nbformat 4 (older formats upgraded), or Refused. Reasons name what is wrong and what
+    to do, never the file's content (which could be anything a link pointed to)."""
+    with open(notebook_path, "rb") as f:
+        data = f.read()
+    try:
+        nb = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise Refused("invalid_notebook", f"not UTF-8 text (byte {exc.start}): not a notebook") from None
+    except json.JSONDecodeError as exc:
+        raise Refused("invalid_notebook", f"not a readable notebook: not JSON ({exc.msg}, line {exc.lineno} "
+                                          f"column {exc.colno})") from None
+    except RecursionError:
+        raise Refused("invalid_notebook", "not a readable notebook: JSON nested too deeply") from None
+    version = nb.get("nbformat") if isinstance(nb, dict) else None
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise Refused("invalid_notebook", "not a readable notebook: no nbformat version number in it")
+    if version in (1, 2, 3):  # Jupyter's older formats: upgraded as Jupyter itself would
+        try:
+            import nbformat
+
+            nb = json.loads(nbformat.writes(nbformat.reads(data.decode("utf-8"), as_version=4)))
+        except Exception as exc:
+            raise Refused("old_notebook", f"an nbformat {version} notebook that could not be upgraded "
+                                          f"({type(exc).__name__}): open it in Jupyter, save it (as nbformat 4) "
+                                          "and submit it again") from None
+    elif version != 4:
+        raise Refused("old_notebook", f"nbformat {version}: only nbformat 4 (and 1 to 3, upgraded) is read; "
+                                      "open it in Jupyter, save it and submit it again")
+    if not isinstance(nb.get("cells"), list):
+        raise Refused("invalid_notebook", "not a readable notebook: it has no list of cells")
+    return nb
+
+
+def code_cells(nb: dict) -> list[str]:
     """The source of each code cell, in order: the learner's "code cell N" is index N - 1."""
-    with open(notebook_path, encoding="utf-8") as f:
-        nb = json.load(f)
     cells = []
     for cell in nb.get("cells", []):
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
             source = cell.get("source", "")
-            cells.append("".join(source) if isinstance(source, list) else str(source))
+            cells.append("".join(map(str, source)) if isinstance(source, list) else str(source))
     return cells
+
+
+def detect_chapter(nb: dict) -> str | None:
+    """Which chapter a notebook is from, by its content, not its file name: the chapter named in the
+    notebook's metadata, else the exercise module its code imports."""
+    from . import CHAPTERS
+
+    metadata = nb.get("metadata")
+    ours = metadata.get("nexttoken") if isinstance(metadata, dict) else None
+    meta = ours.get("chapter") if isinstance(ours, dict) else None
+    if isinstance(meta, str) and meta in CHAPTERS:
+        return meta
+    found = set(re.findall(r"nexttoken\.exercises(?:\s+import\s+|\.)(ch0\d)", "\n".join(code_cells(nb))))
+    found &= set(CHAPTERS)
+    return found.pop() if len(found) == 1 else None
 
 
 def to_python(source: str) -> str:
@@ -161,7 +220,8 @@ def library_functions(task) -> set:
 
 
 def watched(fn, library: set, called: set):
-    """``fn``, noting the ``library`` functions called while it runs."""
+    """``fn``, noting the ``library`` functions called while it runs; "<profile hook removed>" joins
+    ``called``'s names when the learner's code replaced the hook (sys.setprofile) to hide a call."""
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in library:
             called.add(f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}")
@@ -171,11 +231,14 @@ def watched(fn, library: set, called: set):
         try:
             return fn(*args, **kwargs)
         finally:
+            if sys.getprofile() is not profile:
+                called.add(PROFILE_REMOVED)
             sys.setprofile(None)
 
     return call
 
 
+PROFILE_REMOVED = "<profile hook removed>"
 _MISSING = object()
 
 
@@ -216,8 +279,8 @@ def main(argv=None):
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
 
-    def send(message: dict) -> None:
-        data = (dumps({**message, "nonce": nonce}) + "\n").encode()
+    def send(message: dict) -> None:  # the nonce first: the grader drops any line not starting with it
+        data = (dumps({"nonce": nonce, **message}) + "\n").encode()
         while data:
             data = data[write(out_fd, data):]
 
@@ -225,13 +288,24 @@ def main(argv=None):
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
 
+    try:
+        nb = read_notebook(args.notebook)
+        name = detect_chapter(nb) if args.chapter == "auto" else args.chapter
+        if name is None:
+            raise Refused("unknown_chapter", "no chapter in the notebook's metadata or imports")
+    except Refused as exc:
+        send({"notebook": "refused", "status": exc.args[0], "reason": exc.args[1]})
+        os._exit(0)
+    send({"notebook": "read", "chapter": name, "nbformat": nb.get("nbformat")})
+
     import torch
 
     torch.set_num_threads(1)
     from . import chapter
 
-    module = chapter(args.chapter)
-    tasks = [getattr(module, name) for name in args.tasks.split(",") if name]
+    module = chapter(name)
+    names = module.TASKS if args.tasks == "all" else [n for n in args.tasks.split(",") if n]
+    tasks = [getattr(module, n) for n in names]
     library = {task.name: library_functions(task) for task in tasks}
     skip = {int(n) for n in args.skip_cells.split(",") if n}
     watch = recorder_parts(module, tasks)
@@ -239,7 +313,7 @@ def main(argv=None):
     runs = {task.name: type(task).run for task in tasks}  # the method itself, before any learner code
 
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    for number, source in enumerate(code_cells(args.notebook), start=1):
+    for number, source in enumerate(code_cells(nb), start=1):
         if number in skip:
             continue
         send({"cell": number})
@@ -259,6 +333,9 @@ def main(argv=None):
             outcomes = runs[task.name](task, watched(fn, library[task.name], called))
         now = dict(watch())
         tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
+        if PROFILE_REMOVED in called:  # the learner's code switched off the watch for library calls
+            called.discard(PROFILE_REMOVED)
+            tampered.insert(0, "sys.setprofile (the library-call watch)")
         try:
             sent = [[str(kind)[:40], encode(value)] for kind, value in outcomes]
             json.dumps(sent)
