@@ -203,8 +203,14 @@ def load_models(args, device):
         transformers.utils.logging.disable_progress_bar()
         path = smollm2_path()
         model = nexttoken.load_smollm2(path).to(device)
-        hf = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=GGUF_NAME,
-                                                  dtype=torch.float32).to(device).eval()
+        loaded = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=GGUF_NAME, dtype=torch.float32)
+        # the same float32 weights in a plain model: one loaded "from GGUF" refuses save_pretrained,
+        # which the CTranslate2 worker needs
+        config = copy.deepcopy(loaded.config)
+        del config.quantization_config
+        hf = type(loaded)(config)
+        hf.load_state_dict(loaded.state_dict())
+        hf = hf.to(device).eval()
         prompt = torch.tensor([nexttoken.smollm2_tokenizer(path).encode("Once upon a time")], device=device)
         return model, hf, prompt, "SmolLM2-135M-Instruct (Llama block, 30 layers)"
     torch.manual_seed(0)

@@ -169,3 +169,14 @@ def test_the_fast_path_refuses_rotary_models_clearly():
 def test_a_missing_gguf_file_names_the_set_up_command(tmp_path):
     with pytest.raises(FileNotFoundError, match="scripts/setup.sh"):
         nexttoken.load_smollm2(tmp_path / "absent.gguf")
+
+
+def test_explicit_and_fused_grouped_attention_agree():
+    """return_attention runs chapter 2's steps with the key/value heads repeated; the fused call
+    pairs them without copying: the same logits."""
+    model = nexttoken.from_hf_llama(random_hf_llama(11, n_head=6, n_kv_head=2))
+    x = torch.tensor([[4, 8, 15, 16, 23, 42]])
+    with torch.no_grad():
+        explicit, weights = model(x, return_attention=True)
+        assert weights[0].shape == (1, 6, 6, 6)  # one row of weights per query head
+        assert torch.allclose(explicit, model(x), atol=1e-5)

@@ -171,17 +171,20 @@ class CausalSelfAttention(nn.Module):
             q, k = rotate(q, *rotary), rotate(k, *rotary)
         if cache is not None:
             k, v = cache.extend(self.layer, k, v)
-        if self.n_kv_heads != self.n_heads:
-            # Grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads.
-            group = self.n_heads // self.n_kv_heads
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        grouped = self.n_kv_heads != self.n_heads
         if return_attention:
+            if grouped:
+                # Grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads.
+                group = self.n_heads // self.n_kv_heads
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
             out, weights = self.attend(q, k, v, mask)
         else:
-            # One fused call (as nanoGPT does): fewer, faster steps. nan_to_num: as in attend, a pad
-            # slot that sees no key gets 0.
+            # One fused call (as nanoGPT does): fewer, faster steps; with enable_gqa it pairs each group
+            # of query heads with its key/value head without copying them. nan_to_num: as in attend, a
+            # pad slot that sees no key gets 0.
             dropout = self.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout).nan_to_num(0.0)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                                 enable_gqa=grouped).nan_to_num(0.0)
             weights = None
         B, _, T, _ = out.shape
         return self.proj(out.transpose(1, 2).reshape(B, T, -1)), weights
