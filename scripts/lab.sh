@@ -4,4 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/jupyter lab "$@"
+root=()
+if [ "$(id -u)" -eq 0 ]; then
+  # JupyterLab refuses to start as root unless told; containers and course VMs often run as root.
+  echo "running as root: starting JupyterLab with --allow-root"
+  root=(--allow-root)
+fi
+exec .venv/bin/jupyter lab "${root[@]}" "$@"
