@@ -129,7 +129,7 @@ def mask_without_diagonal(q, k):  # what a correct q3 returns when q1's causal_m
     return torch.softmax(s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(-1), float("-inf")), dim=-1)
 
 
-@mutant("q3", expect="multiplying scores by a mask")
+@mutant("q3", expect="arithmetic with -inf")
 def multiplied_by_inf_mask(q, k):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return torch.softmax(s * torch.where(_mask(q.shape[-2]), 1.0, float("-inf")), dim=-1)

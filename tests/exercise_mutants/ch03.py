@@ -148,6 +148,6 @@ def attention_without_qkv_bias(config):
     return _count(config) - 3 * config.d_model * config.n_layers
 
 
-@mutant("q3", expect="should be a number")
+@mutant("q3", expect="without building the model")
 def returns_a_model(config):
     return nexttoken.Decoder(config)

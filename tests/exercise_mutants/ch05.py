@@ -90,7 +90,7 @@ def row_zero_logits(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q2", expect="expected 5 new tokens")
+@mutant("q2", expect="new tokens after the prompt")
 def one_step_too_many(model, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens + 1 if max_new_tokens else 0):
@@ -123,7 +123,7 @@ def column_instead_of_row(probs, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect="not on a fixed one")
+@mutant("q3", expect="first token of each row")
 def first_token_context(probs, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens):
@@ -162,7 +162,7 @@ def bigram_float_ids(probs, input_ids, max_new_tokens):
 
 
 # q4: sample_step
-@mutant("q4", expect="took the argmax")
+@mutant("q4", expect="did not draw from `generator`")
 def greedy_instead(model, input_ids, generator):
     return torch.cat([input_ids, model(input_ids)[:, -1].argmax(-1)[:, None]], dim=1)
 

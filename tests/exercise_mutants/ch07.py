@@ -102,7 +102,7 @@ def whole_sequence_with_cache(model, input_ids, max_new_tokens):  # counts old t
     return ids
 
 
-@mutant("q3", expect="same* cache object")
+@mutant("q3", expect="read the prompt once")
 def last_token_without_cache(model, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens):
@@ -120,7 +120,7 @@ def prompt_only_each_step(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect="wrong shape")
+@mutant("q3", expect="read the prompt once")
 def one_token_short(model, input_ids, max_new_tokens):
     cache, ids, new = model.new_cache(), input_ids, input_ids
     for _ in range(max_new_tokens - 1):
@@ -169,7 +169,7 @@ def cached_forgets_zero_steps(prompt_length, max_new_tokens, use_cache):
     return P + n - 1 if use_cache else sum(P + i for i in range(n))
 
 
-@mutant("q4", expect="should be a number")
+@mutant("q4", expect="should be an integer")
 def returns_a_list(prompt_length, max_new_tokens, use_cache):
     P, n = prompt_length, max_new_tokens
     return [P + i for i in range(n)]
