@@ -117,7 +117,10 @@ def _reads_each_token_once(args):
     finally:
         hook.remove()
     want = [input_ids.shape[1]] + [1] * (n - 1) if n else []
-    if seen != want:
+    if seen and not want:
+        complaints.append(f"with max_new_tokens = 0 the model is not run at all (the prompt comes back as it "
+                          f"is), but your loop made {len(seen)} forward pass(es)")
+    elif seen != want:
         complaints.append(f"the forward passes read {_short(seen)} positions; with a cache they read the prompt "
                           f"once, then only the newest token: {_short(want)}")
 
