@@ -2,12 +2,15 @@
 task's check, and a mistake the check claims to recognise must get its specific message."""
 
 import importlib
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
 
 from nexttoken.exercises import CHAPTERS, chapter
 
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def bank(ch):
@@ -65,3 +68,21 @@ def test_right_answers_written_differently_pass(ch):
         if status != "passed":
             rejected.append(f"{m.task}.{m.name}: {reason}")
     assert right_answers(ch) and not rejected, "\n\n".join(rejected)
+
+
+def test_no_machine_made_mutant_of_a_solution_survives():
+    """scripts/mutate_checks.py's mutants of every solution function fail their check, except those
+    listed as equivalent (with why) in scripts/equivalent_mutants.txt; and every listed one still occurs."""
+    spec = importlib.util.spec_from_file_location("mutate_checks", ROOT / "scripts" / "mutate_checks.py")
+    mutate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutate)
+    equivalent = mutate.equivalent_mutants()
+    survivors, equivalent_seen = [], 0
+    for ch in CHAPTERS:
+        namespace = mutate.solution_namespace(ch)
+        for name in chapter(ch).TASKS:
+            dead, same, left = mutate.mutate_task(getattr(chapter(ch), name), namespace, equivalent, show=False)
+            survivors += left
+            equivalent_seen += same
+    assert not survivors, survivors
+    assert equivalent_seen == len(equivalent), "an entry of equivalent_mutants.txt no longer occurs"
