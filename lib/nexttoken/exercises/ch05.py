@@ -11,7 +11,7 @@ from .task import Known, Mistake, Task
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4"]
 TRANSFER = ["q3"]  # tasks the chapter does not show line by line
-NO_GENERATE = {"nexttoken.generate": "write the step yourself: nexttoken.generate is what you are rebuilding"}
+NO_GENERATE = {"nexttoken.generate": "write it yourself: nexttoken.generate is what you are rebuilding"}
 
 
 @torch.no_grad()

@@ -221,20 +221,20 @@ def _matches(wrong_output, got) -> bool:
     return False
 
 
-RULE = "this task rules it out: "  # how a forbidden call's error begins (the grader recognises it by this)
+RULE = "forbidden call: "  # how a forbidden call's error begins (Task.run recognises it by this)
 
 
 class _NoSoftmax(TorchFunctionMode):
     """Inside it, every softmax of torch (torch.softmax, Tensor.softmax, F.softmax, however imported)
-    raises: a task that asks for a softmax by hand must not get it from torch."""
+    raises ``message``: a task that asks for a softmax by hand must not get it from torch."""
 
-    def __init__(self, rule: str):
+    def __init__(self, message: str):
         super().__init__()
-        self.rule = rule
+        self.rule = message
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if getattr(func, "__name__", "") in ("softmax", "_softmax", "special_softmax"):
-            raise RuntimeError(RULE + self.rule)
+            raise RuntimeError(self.rule)
         return func(*args, **(kwargs or {}))
 
 
@@ -254,7 +254,7 @@ def forbidding(rules: dict[str, str], args):
     undo = []
     try:
         for call, rule in rules.items():
-            message = RULE + rule
+            message = f"{RULE}{call} was called, but the task says: {rule}"
             if call == "model(...)":
                 for model in (a for a in args if isinstance(a, Decoder)):
                     def refuse(*_, **__):
@@ -263,7 +263,7 @@ def forbidding(rules: dict[str, str], args):
                         object.__setattr__(model, name, refuse)
                         undo.append(lambda m=model, n=name: object.__delattr__(m, n))
             elif call == "torch.softmax":
-                mode = _NoSoftmax(rule)
+                mode = _NoSoftmax(message)
                 mode.__enter__()
                 undo.append(lambda m=mode: m.__exit__(None, None, None))
             elif call == "nexttoken.generate":
