@@ -230,11 +230,11 @@ class _NoSoftmax(TorchFunctionMode):
 
     def __init__(self, message: str):
         super().__init__()
-        self.rule = message
+        self.message = message
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if getattr(func, "__name__", "") in ("softmax", "_softmax", "special_softmax"):
-            raise RuntimeError(self.rule)
+            raise RuntimeError(self.message)
         return func(*args, **(kwargs or {}))
 
 
