@@ -97,8 +97,9 @@ def _q3_diagnose(args, expected, got):
         if (args[0].amax(-1) > 88).any():
             raise Mistake("NaN: exp(1000) overflows to inf in float32 and inf / inf is NaN. Subtract each "
                           "row's maximum before exp (softmax does not change when you shift a row)")
-        raise Mistake("NaN: a whole row underflowed to 0 and 0 / 0 is NaN. Subtract each row's own maximum, "
-                      "not one maximum of the whole tensor")
+        raise Mistake("NaN: a whole row underflowed to 0 (exp(-1000) is 0 in float32) and 0 / 0 is NaN. "
+                      "Always subtract each row's own maximum, whatever the size of the logits, and not one "
+                      "maximum of the whole tensor")
 
 
 q3 = Task(

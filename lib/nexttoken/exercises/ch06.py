@@ -153,6 +153,9 @@ q4 = Task(
               lambda ids, m: (ids, _left(ids, m)[1])),
         Known("the mask did not move: attention_mask must follow the tokens (0s first, then 1s)",
               lambda ids, m: (_left(ids, m)[0], m)),
+        Known("the real tokens changed order: a sort that is not stable may reorder equal keys (every real "
+              "token has key 1); use torch.argsort(attention_mask, dim=1, stable=True)",
+              lambda ids, m: (ids.gather(1, torch.argsort(m, dim=1)), m.gather(1, torch.argsort(m, dim=1)))),
         Known("every row was shifted by the same amount; each row has its own number of pad slots (and a row "
               "that is already left-padded must stay as it is)",
               lambda ids, m: (lambda k: (ids.roll(k, 1), m.roll(k, 1)))(int((m == 0).sum(1).max()))),
