@@ -211,13 +211,6 @@ def greedy_by_library(model, input_ids, max_new_tokens):
     return nexttoken.generate(model, input_ids, max_new_tokens)
 
 
-@mutant("q1", expect="nexttoken.generate is what you are rebuilding")
-def step_by_library(model, input_ids):
-    from nexttoken import generate
-
-    return generate(model, input_ids, 1)
-
-
 @mutant("q3", expect="new tokens after the prompt")
 def bigram_do_while(probs, input_ids, max_new_tokens):
     ids = input_ids

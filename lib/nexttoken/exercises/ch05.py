@@ -11,7 +11,7 @@ from .task import Known, Mistake, Task
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4"]
 TRANSFER = ["q3"]  # tasks the chapter does not show line by line
-NO_GENERATE = {"nexttoken.generate": "write it yourself: nexttoken.generate is what you are rebuilding"}
+NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 @torch.no_grad()
@@ -38,7 +38,7 @@ q1 = Task(
     name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER,
     cases=lambda: [(small_model(5), random_ids(5, 1, 4)), (small_model(10), random_ids(10, 1, 1)),
                    (small_model(6), random_ids(6, 3, 7))],
-    reference=_step, diagnose=_q1_diagnose, forbid=NO_GENERATE,
+    reference=_step, diagnose=_q1_diagnose,  # calling the library here is reported by the grader, not penalised
     known=[
         Known("every row got the same token: logits[0, -1] (row 0's prediction) or an argmax without dim= "
               "gives one token for the whole batch; keep the batch dimension and take argmax(dim=-1)",
@@ -199,7 +199,6 @@ def _q4_diagnose(args, expected, got):
 q4 = Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
     cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, watch=_draws_from_generator,
-    forbid=NO_GENERATE,
     known=[
         Known("you took the argmax: this step samples, drawing each row's token with its probability",
               torch.no_grad()(lambda m, ids, g: _append(ids, m(ids)[:, -1].argmax(-1)))),
