@@ -2,12 +2,15 @@
 task's check, and a mistake the check claims to recognise must get its specific message."""
 
 import importlib
+import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
 
 from nexttoken.exercises import CHAPTERS, chapter
 
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def bank(ch):
@@ -47,3 +50,44 @@ def test_every_task_has_a_bank_of_wrong_answers(ch):
         counts[m.task] += 1
     assert all(n >= MIN_MUTANTS_PER_TASK for n in counts.values()), counts
     assert len(chapter(ch).TASKS) >= 3
+
+
+def right_answers(ch):
+    return importlib.import_module(f"exercise_mutants.{ch}").CORRECT
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_right_answers_written_differently_pass(ch):
+    """Right answers that differ from the solution (another formula, numpy integers, other shapes on the
+    way) pass: the checks judge the result and the stated rules, not the solution's wording."""
+    module = chapter(ch)
+    rejected = []
+    for m in right_answers(ch):
+        torch.manual_seed(0)
+        status, reason = feedback(getattr(module, m.task), m.fn)
+        if status != "passed":
+            rejected.append(f"{m.task}.{m.name}: {reason}")
+    assert right_answers(ch) and not rejected, "\n\n".join(rejected)
+
+
+def test_no_machine_made_mutant_of_a_solution_survives():
+    """scripts/mutate_checks.py's mutants of every solution function fail their check, except those
+    listed as equivalent (with why) in scripts/equivalent_mutants.txt; and every listed one still occurs."""
+    spec = importlib.util.spec_from_file_location("mutate_checks", ROOT / "scripts" / "mutate_checks.py")
+    mutate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mutate)
+    equivalent = mutate.equivalent_mutants()
+    survivors, equivalent_seen = [], 0
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # hundreds of tiny runs: threads only contend
+    try:
+        for ch in CHAPTERS:
+            namespace = mutate.solution_namespace(ch)
+            for name in chapter(ch).TASKS:
+                _, same, left = mutate.mutate_task(getattr(chapter(ch), name), namespace, equivalent, show=False)
+                survivors += left
+                equivalent_seen += same
+    finally:
+        torch.set_num_threads(threads)
+    assert not survivors, survivors
+    assert equivalent_seen == len(equivalent), "an entry of equivalent_mutants.txt no longer occurs"

@@ -4,6 +4,7 @@ Each mutant is a function registered with ``@mutant(task, expect=...)``. tests/t
 runs every one through its task's check: it must fail, and where ``expect`` is given, the feedback must
 contain that text (the check claims to recognise this mistake). ``expect=None`` marks a mistake the
 check does not name: it must still fail, with the generic message and the evidence (expected vs got).
+``@correct(task)`` registers a right answer written differently from the solution: it must pass.
 """
 
 from dataclasses import dataclass
@@ -32,3 +33,16 @@ def bank():
         return register
 
     return mutants, mutant
+
+
+def answers():
+    """A fresh list of right answers and the decorator that fills it."""
+    right: list[Mutant] = []
+
+    def correct(task: str):
+        def register(fn):
+            right.append(Mutant(task, fn, None))
+            return fn
+        return register
+
+    return right, correct

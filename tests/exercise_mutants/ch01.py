@@ -1,8 +1,9 @@
 import torch
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 # q1: log_prob_from_step_probs
@@ -121,3 +122,56 @@ def mean_over_batch(token_log_probs):
 @mutant("q3", expect=None)
 def mean_over_all(token_log_probs):
     return torch.exp(-token_log_probs.mean()).expand(token_log_probs.shape[0])
+
+
+# --- issue 19: mistakes a fresh bank got past the checks (tiny and extreme values, T = 1) ---
+@mutant("q1", expect=None)
+def clamped_log(step_probs):
+    return torch.log(step_probs.clamp(min=1e-3)).sum(dim=-1)  # "avoid log(0)"
+
+
+@mutant("q1", expect=None)
+def log_with_epsilon(step_probs):
+    return torch.log(step_probs + 1e-6).sum(dim=-1)
+
+
+@mutant("q2", expect=None)
+def log_of_softmax(logits, input_ids):
+    probs = torch.softmax(logits[:, :-1], dim=-1)
+    return torch.log(probs).gather(-1, input_ids[:, 1:, None]).squeeze(-1)  # log(0) = -inf far out
+
+
+@mutant("q2", expect=None)
+def logsumexp_without_shift(logits, input_ids):
+    x = logits[:, :-1]
+    log_probs = x - torch.log(torch.exp(x).sum(dim=-1, keepdim=True))  # exp(500) = inf
+    return log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q3", expect=None)
+def product_of_probabilities(token_log_probs):
+    n = token_log_probs.shape[-1]
+    return torch.exp(token_log_probs).prod(dim=-1) ** (-1 / n)  # the product underflows to 0
+
+
+@mutant("q3", expect=None)
+def clamped_perplexity(token_log_probs):
+    return torch.exp(-token_log_probs.clamp(min=-4.0).mean(dim=-1))
+
+
+# --- right answers written another way: they must pass ---
+@correct("q1")
+def log_by_cumulative_sum(step_probs):
+    return torch.log(step_probs).cumsum(-1)[:, -1]
+
+
+@correct("q2")
+def shifted_logsumexp(logits, input_ids):
+    x = logits[:, :-1]
+    x = x - x.amax(-1, keepdim=True)
+    return (x - x.exp().sum(-1, keepdim=True).log()).gather(-1, input_ids[:, 1:].unsqueeze(-1))[..., 0]
+
+
+@correct("q3")
+def perplexity_via_cross_entropy(token_log_probs):
+    return (-token_log_probs).mean(-1).exp()

@@ -2,9 +2,10 @@ import math
 
 import torch
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 # q1: causal_mask
@@ -129,7 +130,7 @@ def mask_without_diagonal(q, k):  # what a correct q3 returns when q1's causal_m
     return torch.softmax(s.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(-1), float("-inf")), dim=-1)
 
 
-@mutant("q3", expect="multiplying scores by a mask")
+@mutant("q3", expect="arithmetic with -inf")
 def multiplied_by_inf_mask(q, k):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return torch.softmax(s * torch.where(_mask(q.shape[-2]), 1.0, float("-inf")), dim=-1)
@@ -177,3 +178,51 @@ def as_ints(attention_mask):
 def no_diagonal(attention_mask):
     T = attention_mask.shape[-1]
     return torch.ones(T, T, dtype=torch.bool).tril(-1) & attention_mask.bool()[:, None, :]
+
+
+# --- issue 19: a fixed table, sliced (it passes while T is small) ---
+_TABLE = torch.ones(8, 8, dtype=torch.bool).tril()
+
+
+@mutant("q1", expect=None)
+def sliced_fixed_table(T):
+    return _TABLE[:T, :T]
+
+
+@mutant("q2", expect=None)
+def masked_with_fixed_table(scores):
+    T = scores.shape[-1]
+    return scores.masked_fill(~_TABLE[:T, :T], float("-inf"))
+
+
+@mutant("q4", expect=None)
+def padded_with_fixed_table(attention_mask):
+    T = attention_mask.shape[-1]
+    return _TABLE[:T, :T] & attention_mask.bool()[:, None, :]
+
+
+@mutant("q3", expect=None)
+def weights_with_fixed_table(q, k):
+    T = q.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores.masked_fill(~_TABLE[:T, :T], float("-inf")), dim=-1)
+
+
+# --- right answers written another way ---
+@correct("q1")
+def mask_by_comparing_positions(T):
+    i = torch.arange(T)
+    return i[:, None] >= i[None, :]
+
+
+@correct("q2")
+def mask_with_triu(scores):
+    T = scores.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return torch.where(future, torch.tensor(float("-inf")), scores)
+
+
+@correct("q4")
+def padded_by_broadcast_multiplication(attention_mask):
+    T = attention_mask.shape[-1]
+    return (torch.ones(T, T).tril() * attention_mask[:, None, :]).bool()

@@ -2,9 +2,10 @@ import torch
 
 import nexttoken
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 # q1: embed
@@ -148,6 +149,79 @@ def attention_without_qkv_bias(config):
     return _count(config) - 3 * config.d_model * config.n_layers
 
 
-@mutant("q3", expect="should be a number")
+@mutant("q3", expect="without building the model")
 def returns_a_model(config):
     return nexttoken.Decoder(config)
+
+
+# --- issue 19: norms the identity let pass; rules that were not enforced ---
+def _embed(model, input_ids):
+    return model.token_embedding(input_ids) + model.position_embedding(torch.arange(input_ids.shape[1]))
+
+
+@mutant("q2", expect="without calling model(...)")
+def forward_by_calling_the_model(model, input_ids):
+    return model(input_ids)
+
+
+@mutant("q2", expect=None)
+def layer_norm_without_parameters(model, input_ids):
+    x = _embed(model, input_ids)
+    for block in model.blocks:
+        x, _ = block(x, nexttoken.causal_mask(input_ids.shape[1]))
+    return model.lm_head(torch.nn.functional.layer_norm(x, (x.shape[-1],)))
+
+
+@mutant("q2", expect=None)
+def final_norm_twice(model, input_ids):
+    x = _embed(model, input_ids)
+    for block in model.blocks:
+        x, _ = block(x, nexttoken.causal_mask(input_ids.shape[1]))
+    return model.lm_head(model.final_norm(model.final_norm(x)))
+
+
+@mutant("q2", expect=None)
+def last_blocks_norm_as_final(model, input_ids):
+    x = _embed(model, input_ids)
+    for block in model.blocks:
+        x, _ = block(x, nexttoken.causal_mask(input_ids.shape[1]))
+    return model.lm_head(model.blocks[-1].norm2(x))  # the wrong norm module
+
+
+@mutant("q3", expect="without building the model")
+def count_by_building(config):
+    return nexttoken.Decoder(config).num_parameters()
+
+
+@mutant("q3", expect="should be an integer")
+def count_as_float(config):
+    d, V, f = config.d_model, config.vocab_size, config.d_ff
+    block = 4 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    head = 0 if config.tie_embeddings else V * d
+    return float(V * d + config.context_length * d + config.n_layers * block + 2 * d + head)
+
+
+@mutant("q3", expect=None)
+def mlp_without_biases(config):
+    d, V, f = config.d_model, config.vocab_size, config.d_ff
+    block = 4 * d + (d * 3 * d + 3 * d) + (d * d + d) + d * f + f * d
+    head = 0 if config.tie_embeddings else V * d
+    return V * d + config.context_length * d + config.n_layers * block + 2 * d + head
+
+
+# --- right answers written another way ---
+@correct("q1")
+def embed_with_explicit_broadcast(model, input_ids):
+    B, T = input_ids.shape
+    positions = torch.arange(T).expand(B, T)
+    return model.token_embedding(input_ids) + model.position_embedding(positions)
+
+
+@correct("q3")
+def count_as_numpy_int(config):
+    import numpy
+
+    d, V, f = config.d_model, config.vocab_size, config.d_ff
+    block = 4 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    head = 0 if config.tie_embeddings else V * d
+    return numpy.int64(V * d + config.context_length * d + config.n_layers * block + 2 * d + head)

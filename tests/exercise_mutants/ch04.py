@@ -2,9 +2,10 @@ import torch
 
 import nexttoken
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 # q1: last_logits
@@ -166,3 +167,85 @@ def head_output_kept_time_axis(model, input_ids):
 @mutant("q4", expect=None)
 def last_token_alone(model, input_ids):
     return model.lm_head(model.final_norm(_hidden(model, input_ids[:, -1:])[:, -1, :]))
+
+
+# --- issue 19: the head on every position however it is written; a softmax that is torch's ---
+def _blocks_output(model, input_ids):
+    T = input_ids.shape[1]
+    x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(T))
+    for block in model.blocks:
+        x, _ = block(x, nexttoken.causal_mask(T))
+    return x
+
+
+@mutant("q4", expect="last position only")
+def head_on_flattened_rows(model, input_ids):
+    x = model.final_norm(_blocks_output(model, input_ids))
+    B, T, d = x.shape
+    return model.lm_head(x.reshape(B * T, d)).reshape(B, T, -1)[:, -1, :]
+
+
+@mutant("q4", expect="last position only")
+def multiply_by_head_weight(model, input_ids):
+    x = model.final_norm(_blocks_output(model, input_ids))
+    return (x @ model.lm_head.weight.T)[:, -1, :]
+
+
+@mutant("q4", expect="last position only")
+def einsum_with_head_weight(model, input_ids):
+    x = model.final_norm(_blocks_output(model, input_ids))
+    return torch.einsum("btd,vd->btv", x, model.lm_head.weight)[:, -1]
+
+
+@mutant("q4", expect=None)
+def layer_norm_without_its_parameters(model, input_ids):
+    x = _blocks_output(model, input_ids)[:, -1, :]
+    return model.lm_head(torch.nn.functional.layer_norm(x, (x.shape[-1],)))
+
+
+@mutant("q4", expect=None)
+def norm_twice(model, input_ids):
+    x = _blocks_output(model, input_ids)[:, -1, :]
+    return model.lm_head(model.final_norm(model.final_norm(x)))
+
+
+@mutant("q3", expect="without calling torch.softmax")
+def calls_torch_softmax(logits):
+    return torch.softmax(logits, dim=-1)
+
+
+@mutant("q3", expect="without calling torch.softmax")
+def calls_functional_softmax(logits):
+    return torch.nn.functional.softmax(logits, dim=-1)
+
+
+@mutant("q3", expect=None)
+def shift_only_when_large(logits):
+    if logits.max() > 80:  # "exp only overflows for large logits"
+        logits = logits - logits.amax(-1, keepdim=True)
+    e = torch.exp(logits)
+    return e / e.sum(-1, keepdim=True)
+
+
+@mutant("q3", expect=None)
+def clamped_probabilities(logits):
+    e = torch.exp(logits - logits.amax(-1, keepdim=True))
+    return (e / e.sum(-1, keepdim=True)).clamp(min=1e-6)
+
+
+@mutant("q3", expect=None)
+def epsilon_in_the_denominator(logits):
+    e = torch.exp(logits - logits.amax(-1, keepdim=True))
+    return e / (e.sum(-1, keepdim=True) + 1e-3)
+
+
+# --- right answers written another way ---
+@correct("q3")
+def softmax_via_logsumexp(logits):
+    return torch.exp(logits - torch.logsumexp(logits, dim=-1, keepdim=True))
+
+
+@correct("q4")
+def head_via_last_slice_and_keepdim(model, input_ids):
+    x = _blocks_output(model, input_ids)[:, -1:, :]
+    return model.lm_head(model.final_norm(x)).squeeze(1)

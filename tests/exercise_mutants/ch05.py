@@ -1,8 +1,9 @@
 import torch
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 def _greedy(model, ids):
@@ -90,7 +91,7 @@ def row_zero_logits(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q2", expect="expected 5 new tokens")
+@mutant("q2", expect="new tokens after the prompt")
 def one_step_too_many(model, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens + 1 if max_new_tokens else 0):
@@ -123,7 +124,7 @@ def column_instead_of_row(probs, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect="not on a fixed one")
+@mutant("q3", expect="first token of each row")
 def first_token_context(probs, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens):
@@ -162,7 +163,7 @@ def bigram_float_ids(probs, input_ids, max_new_tokens):
 
 
 # q4: sample_step
-@mutant("q4", expect="took the argmax")
+@mutant("q4", expect="did not draw from `generator`")
 def greedy_instead(model, input_ids, generator):
     return torch.cat([input_ids, model(input_ids)[:, -1].argmax(-1)[:, None]], dim=1)
 
@@ -200,3 +201,82 @@ def unsqueezed_twice(model, input_ids, generator):
 def softmax_without_last_slice_temperature(model, input_ids, generator):
     probs = torch.softmax(model(input_ids)[:, -1] / 2.0, -1)
     return torch.cat([input_ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+
+
+# --- issue 19: zero steps, a batch of one, near-miss sampling, the library's own loop ---
+@mutant("q2", expect="nexttoken.generate is what you are rebuilding")
+def greedy_by_library(model, input_ids, max_new_tokens):
+    import nexttoken
+
+    return nexttoken.generate(model, input_ids, max_new_tokens)
+
+
+@mutant("q3", expect="new tokens after the prompt")
+def bigram_do_while(probs, input_ids, max_new_tokens):
+    ids = input_ids
+    while True:  # a do-while: one step even when max_new_tokens is 0
+        ids = torch.cat([ids, probs[ids[:, -1]].argmax(-1)[:, None]], dim=1)
+        if ids.shape[1] - input_ids.shape[1] >= max_new_tokens:
+            return ids
+
+
+@mutant("q3", expect="new tokens after the prompt")
+def bigram_first_then_range_minus_one(probs, input_ids, max_new_tokens):
+    ids = torch.cat([input_ids, probs[input_ids[:, -1]].argmax(-1)[:, None]], dim=1)
+    for _ in range(max_new_tokens - 1):
+        ids = torch.cat([ids, probs[ids[:, -1]].argmax(-1)[:, None]], dim=1)
+    return ids
+
+
+def _probs(model, input_ids):
+    return torch.softmax(model(input_ids)[:, -1, :], dim=-1)
+
+
+@mutant("q4", expect=None)
+def squeezed_draw(model, input_ids, generator):
+    next_token = torch.multinomial(_probs(model, input_ids), 1, generator=generator).squeeze()
+    return torch.cat([input_ids, next_token[:, None]], dim=1)  # breaks at B = 1
+
+
+@mutant("q4", expect="did not draw from `generator`")
+def reseed_global_from_generator(model, input_ids, generator):
+    torch.manual_seed(generator.initial_seed())
+    return torch.cat([input_ids, torch.multinomial(_probs(model, input_ids), 1)], dim=1)
+
+
+@mutant("q4", expect="no top-k, top-p or temperature")
+def silent_top_k_50(model, input_ids, generator):
+    probs = _probs(model, input_ids)
+    top = probs.topk(min(50, probs.shape[-1]), dim=-1)
+    kept = torch.zeros_like(probs).scatter(-1, top.indices, top.values)
+    return torch.cat([input_ids, torch.multinomial(kept, 1, generator=generator)], dim=1)
+
+
+@mutant("q4", expect="no top-k, top-p or temperature")
+def silent_top_p_09(model, input_ids, generator):
+    probs = _probs(model, input_ids)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    drop = sorted_probs.cumsum(-1) - sorted_probs > 0.9
+    kept = torch.zeros_like(probs).scatter(-1, order, sorted_probs.masked_fill(drop, 0.0))
+    return torch.cat([input_ids, torch.multinomial(kept, 1, generator=generator)], dim=1)
+
+
+@mutant("q4", expect="no top-k, top-p or temperature")
+def silent_temperature(model, input_ids, generator):
+    probs = torch.softmax(model(input_ids)[:, -1, :] / 0.9, dim=-1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
+
+
+# --- right answers written another way ---
+@correct("q2")
+def greedy_inline(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return ids
+
+
+@correct("q4")
+def sample_with_logits_softmax_dim_1(model, input_ids, generator):
+    probs = model(input_ids)[:, -1, :].softmax(dim=1)
+    return torch.cat([input_ids, probs.multinomial(num_samples=1, generator=generator)], dim=-1)

@@ -1,8 +1,9 @@
 import torch
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 # q1: update_finished
@@ -223,3 +224,104 @@ def crops_the_sequence_itself(model, input_ids, max_new_tokens):  # loses the pr
 def window_of_half(model, input_ids, max_new_tokens):
     L = model.config.context_length // 2
     return _cropped(model, input_ids, max_new_tokens, lambda x: x[:, -L:])
+
+
+# --- issue 19: zero steps, EOS in the prompt, pad ids that are real tokens, unstable sorts, 0-valued pads ---
+def _greedy(model, ids):
+    return model(ids)[:, -1, :].argmax(-1)
+
+
+@mutant("q3", expect="nexttoken.generate is what you are rebuilding")
+def eos_by_library(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    import nexttoken
+
+    return nexttoken.generate(model, input_ids, max_new_tokens, eos_token_id=eos_token_id,
+                              pad_token_id=pad_token_id)
+
+
+@mutant("q3", expect=None)
+def eos_do_while(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids, finished = input_ids, torch.zeros(input_ids.shape[0], dtype=torch.bool)
+    while True:
+        t = torch.where(finished, pad_token_id, _greedy(model, ids))
+        ids = torch.cat([ids, t[:, None]], 1)
+        finished = finished | (t == eos_token_id)
+        if finished.all() or ids.shape[1] - input_ids.shape[1] >= max_new_tokens:
+            return ids
+
+
+@mutant("q3", expect=None)
+def finished_from_the_prompt(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids, finished = input_ids, (input_ids == eos_token_id).any(-1)  # the prompt's EOS counts as finished
+    for _ in range(max_new_tokens):
+        t = torch.where(finished, pad_token_id, _greedy(model, ids))
+        ids = torch.cat([ids, t[:, None]], 1)
+        finished = finished | (t == eos_token_id)
+        if finished.all():
+            break
+    return ids
+
+
+@mutant("q3", expect=None)
+def finished_when_last_is_eos_or_pad(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids = input_ids
+    for step in range(max_new_tokens):
+        last = ids[:, -1]
+        finished = (last == eos_token_id) | (last == pad_token_id) if step else torch.zeros_like(last, dtype=torch.bool)
+        if step and finished.all():
+            break
+        ids = torch.cat([ids, torch.where(finished, pad_token_id, _greedy(model, ids))[:, None]], 1)
+    return ids
+
+
+@mutant("q4", expect="stable=True")
+def unstable_argsort(input_ids, attention_mask):
+    order = torch.argsort(attention_mask, dim=1)  # not stable: equal keys may be reordered
+    return input_ids.gather(1, order), attention_mask.gather(1, order)
+
+
+@mutant("q4", expect=None)
+def pads_are_the_zero_ids(input_ids, attention_mask):
+    order = torch.argsort((input_ids != 0).long(), dim=1, stable=True)  # trusts the ids, not the mask
+    return input_ids.gather(1, order), attention_mask.gather(1, order)
+
+
+@mutant("q4", expect=None)
+def pads_written_as_zero(input_ids, attention_mask):
+    order = torch.argsort(attention_mask, dim=1, stable=True)
+    return (input_ids * attention_mask).gather(1, order), attention_mask.gather(1, order)
+
+
+@mutant("q5", expect="nexttoken.generate is what you are rebuilding")
+def cropped_by_library(model, input_ids, max_new_tokens):
+    import nexttoken
+
+    return nexttoken.generate(model, input_ids, max_new_tokens)
+
+
+@mutant("q5", expect=None)
+def cropped_first_then_range_minus_one(model, input_ids, max_new_tokens):
+    L = model.config.context_length
+    ids = torch.cat([input_ids, _greedy(model, input_ids[:, -L:])[:, None]], 1)
+    for _ in range(max_new_tokens - 1):
+        ids = torch.cat([ids, _greedy(model, ids[:, -L:])[:, None]], 1)
+    return ids
+
+
+# --- right answers written another way ---
+@correct("q3")
+def eos_with_unfinished_flags(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids, unfinished = input_ids, torch.ones(input_ids.shape[0], dtype=torch.long)
+    for _ in range(max_new_tokens):
+        t = _greedy(model, ids) * unfinished + pad_token_id * (1 - unfinished)
+        ids = torch.cat([ids, t[:, None]], 1)
+        unfinished = unfinished * (t != eos_token_id).long()
+        if unfinished.max() == 0:
+            break
+    return ids
+
+
+@correct("q4")
+def left_padding_row_by_row(input_ids, attention_mask):
+    rows = [torch.cat([ids[m == 0], ids[m == 1]]) for ids, m in zip(input_ids, attention_mask)]
+    return torch.stack(rows), attention_mask.sort(dim=1).values

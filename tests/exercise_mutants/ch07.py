@@ -2,9 +2,10 @@ import math
 
 import torch
 
-from . import bank
+from . import answers, bank
 
 MUTANTS, mutant = bank()
+CORRECT, correct = answers()
 
 
 # q1: append_to_cache
@@ -102,7 +103,7 @@ def whole_sequence_with_cache(model, input_ids, max_new_tokens):  # counts old t
     return ids
 
 
-@mutant("q3", expect="same* cache object")
+@mutant("q3", expect="read the prompt once")
 def last_token_without_cache(model, input_ids, max_new_tokens):
     ids = input_ids
     for _ in range(max_new_tokens):
@@ -120,7 +121,7 @@ def prompt_only_each_step(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect="wrong shape")
+@mutant("q3", expect="read the prompt once")
 def one_token_short(model, input_ids, max_new_tokens):
     cache, ids, new = model.new_cache(), input_ids, input_ids
     for _ in range(max_new_tokens - 1):
@@ -169,7 +170,7 @@ def cached_forgets_zero_steps(prompt_length, max_new_tokens, use_cache):
     return P + n - 1 if use_cache else sum(P + i for i in range(n))
 
 
-@mutant("q4", expect="should be a number")
+@mutant("q4", expect="should be an integer")
 def returns_a_list(prompt_length, max_new_tokens, use_cache):
     P, n = prompt_length, max_new_tokens
     return [P + i for i in range(n)]
@@ -179,3 +180,78 @@ def returns_a_list(prompt_length, max_new_tokens, use_cache):
 def quadratic_everywhere(prompt_length, max_new_tokens, use_cache):
     P, n = prompt_length, max_new_tokens
     return sum(P + i for i in range(n)) // (2 if use_cache else 1)
+
+
+# --- issue 19: no cache at all, zero steps, the library's loop, float counts ---
+@mutant("q3", expect="read the prompt once")
+def no_cache_at_all(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)  # same tokens, no cache
+    return ids
+
+
+@mutant("q3", expect="nexttoken.generate is what you are rebuilding")
+def cached_by_library(model, input_ids, max_new_tokens):
+    import nexttoken
+
+    return nexttoken.generate(model, input_ids, max_new_tokens, use_cache=True)
+
+
+@mutant("q3", expect="not run at all")
+def cached_prefill_then_range_minus_one(model, input_ids, max_new_tokens):
+    cache = model.new_cache()
+    new = model(input_ids, cache=cache)[:, -1].argmax(-1, keepdim=True)
+    ids = torch.cat([input_ids, new], 1)
+    for _ in range(max_new_tokens - 1):
+        new = model(new, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        ids = torch.cat([ids, new], 1)
+    return ids
+
+
+@mutant("q4", expect="should be an integer")
+def count_as_float(prompt_length, max_new_tokens, use_cache):
+    n, P = max_new_tokens, prompt_length
+    return float(P + n - 1 if use_cache and n else n * P + n * (n - 1) / 2)
+
+
+@mutant("q4", expect=None)
+def uncached_without_zero_case(prompt_length, max_new_tokens, use_cache):
+    if use_cache:
+        return prompt_length + max_new_tokens - 1 if max_new_tokens else 0
+    return prompt_length + sum(prompt_length + i for i in range(1, max_new_tokens))  # the first pass always
+
+
+@mutant("q4", expect="without running a model")
+def count_by_running(prompt_length, max_new_tokens, use_cache):
+    import nexttoken
+
+    model = nexttoken.Decoder(nexttoken.DecoderConfig(context_length=64))
+    seen = []
+    model.token_embedding.register_forward_pre_hook(lambda m, i: seen.append(i[0].shape[-1]))
+    nexttoken.generate(model, torch.zeros(1, prompt_length, dtype=torch.long), max_new_tokens, use_cache=use_cache)
+    return sum(seen)
+
+
+# --- right answers written another way ---
+@correct("q3")
+def cached_with_first_step_apart(model, input_ids, max_new_tokens):
+    if max_new_tokens == 0:
+        return input_ids
+    cache = model.new_cache()
+    new = model(input_ids, cache=cache)[:, -1:].argmax(-1)
+    out = [input_ids, new]
+    for _ in range(max_new_tokens - 1):
+        new = model(new, cache=cache)[:, -1:].argmax(-1)
+        out.append(new)
+    return torch.cat(out, dim=1)
+
+
+@correct("q4")
+def count_in_closed_form_numpy(prompt_length, max_new_tokens, use_cache):
+    import numpy
+
+    P, n = numpy.int64(prompt_length), numpy.int64(max_new_tokens)
+    if n == 0:
+        return numpy.int64(0)
+    return P + n - 1 if use_cache else n * P + n * (n - 1) // 2

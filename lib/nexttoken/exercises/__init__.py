@@ -27,4 +27,23 @@ def chapter(name: str):
     return importlib.import_module(f"nexttoken.exercises.{name}")
 
 
-__all__ = ["CHAPTERS", "Mistake", "Task", "chapter"]
+def solutions(name: str) -> dict:
+    """The solution notebook's functions of one chapter, defined as the notebook defines them (from the
+    shipped solutions.json, with the notebook's imports): {function name: function}. Tests and
+    scripts/mutate_checks.py run them through the checks."""
+    import json
+    import math
+    from importlib import resources
+
+    import torch
+
+    import nexttoken
+
+    table = json.loads(resources.files(__name__).joinpath("solutions.json").read_text())[name]
+    namespace = {"math": math, "torch": torch, "nexttoken": nexttoken}
+    for source in dict.fromkeys(table.values()):  # a cell that defines two functions is run once
+        exec(compile(source, f"<solutions/{name}.ipynb>", "exec"), namespace)
+    return {function: namespace[function] for function in table}
+
+
+__all__ = ["CHAPTERS", "Mistake", "Task", "chapter", "solutions"]

@@ -13,7 +13,9 @@ TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 def _q1_cases():
     short = torch.rand(2, 5, generator=seeded(1)) * 0.9 + 0.05
     long = torch.rand(1, 400, generator=seeded(2)) * 0.02 + 0.001  # a product that underflows float32
-    return [(torch.tensor([[1.0, 0.5, 0.25]]),), (short,), (long,)]
+    # tiny factors (a clamp or an epsilon shows) and factors of exactly 1 (log 1 = 0)
+    tiny = torch.tensor([[1e-30, 1.0, 0.5], [1.0, 1.0, 1.0], [1e-8, 1e-12, 0.9]])
+    return [(torch.tensor([[1.0, 0.5, 0.25]]),), (torch.tensor([[0.3]]),), (short,), (tiny,), (long,)]
 
 
 def _q1_reference(step_probs):
@@ -56,8 +58,13 @@ q1 = Task(
 
 
 def _q2_cases():
+    # Extreme logits (spread in the hundreds, offset by +500): softmax then log gives log(0) = -inf, and
+    # exp without the max shift overflows; only log_softmax (or a shifted logsumexp) is right there.
+    extreme = torch.randn(2, 5, 13, generator=seeded(9)) * 100 + 500
     return [(torch.randn(1, 3, 7, generator=seeded(5)) * 3, random_ids(6, 1, 3, vocab=7)),
-            (torch.randn(2, 6, 11, generator=seeded(3)), random_ids(4, 2, 6, vocab=11))]
+            (torch.randn(1, 2, 5, generator=seeded(7)), random_ids(7, 1, 2, vocab=5)),  # T = 2: one value
+            (torch.randn(2, 6, 11, generator=seeded(3)), random_ids(4, 2, 6, vocab=11)),
+            (extreme, random_ids(8, 2, 5, vocab=13))]
 
 
 def _q2_reference(logits, input_ids):
@@ -101,9 +108,11 @@ q2 = Task(
 
 
 def _q3_cases():
-    return [(torch.tensor([[-0.5, -1.0, -1.5]]),),
+    return [(torch.tensor([[-0.5, -1.0, -1.5]]),), (torch.tensor([[-2.0]]),),  # N = 1: exp(2)
             (torch.log(torch.rand(2, 6, generator=seeded(7)) * 0.9 + 0.05),),
-            (torch.log(torch.rand(3, 40, generator=seeded(8)) * 0.5 + 0.01),)]
+            (torch.log(torch.rand(3, 40, generator=seeded(8)) * 0.5 + 0.01),),
+            # 300 tokens around log 0.007: their probabilities' product underflows float32 to 0
+            (torch.log(torch.rand(2, 300, generator=seeded(6)) * 0.01 + 0.002),)]
 
 
 def _perplexity(token_log_probs):

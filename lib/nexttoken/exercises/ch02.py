@@ -25,7 +25,8 @@ def _q1_diagnose(args, expected, got):
 
 q1 = Task(
     name="q1", function="causal_mask", title="the causal mask", chapter=CHAPTER,
-    cases=lambda: [(1,), (3,), (6,)], reference=lambda T: library_causal_mask(T), diagnose=_q1_diagnose,
+    cases=lambda: [(1,), (3,), (6,), (17,), (40,)],  # 17 and 40: wider than any small fixed table
+    reference=lambda T: library_causal_mask(T), diagnose=_q1_diagnose,
     hints=("Row i is a query and column j a key; which entries of the table are the query's past?",
            "The visible entries form a triangle that includes the diagonal; torch has a function that keeps "
            "one triangle of a matrix.",
@@ -55,7 +56,8 @@ def _q2_diagnose(args, expected, got):
 
 q2 = Task(
     name="q2", function="mask_scores", title="masking the attention scores", chapter=CHAPTER,
-    cases=lambda: [(torch.randn(3, 3, generator=seeded(1)),), (torch.randn(2, 4, 5, 5, generator=seeded(2)),)],
+    cases=lambda: [(torch.randn(3, 3, generator=seeded(1)),), (torch.randn(1, 1, generator=seeded(3)),),
+                   (torch.randn(2, 4, 5, 5, generator=seeded(2)),), (torch.randn(2, 20, 20, generator=seeded(4)),)],
     reference=_masked, diagnose=_q2_diagnose,
     hints=("Which value makes a softmax weight exactly 0?",
            "Build the mask for T = scores.shape[-1] with your causal_mask; it broadcasts over leading dims.",
@@ -84,14 +86,17 @@ def _q3_diagnose(args, expected, got):
     if torch.allclose(got, _diagonal_hidden(q, k), atol=1e-4, equal_nan=True):
         raise Mistake("row 0 is NaN: query 0's only key is itself, and your mask hides it, so its softmax is "
                       "over nothing but -inf. The bug is in causal_mask (q1: the diagonal must be True), not here")
-    raise Mistake("NaN in your weights: multiplying scores by a mask that holds -inf gives inf - inf or "
-                  "0 * -inf, which are NaN. Put -inf in the future with masked_fill (your mask_scores) instead")
+    raise Mistake("NaN in your weights: a softmax over a row that is all -inf, or arithmetic with -inf "
+                  "(0 * -inf, inf - inf), gives NaN. Put -inf in the future scores with masked_fill (your "
+                  "mask_scores), then take the softmax over the keys (dim=-1)")
 
 
 q3 = Task(
     name="q3", function="attention_weights", title="causal attention weights", chapter=CHAPTER,
     cases=lambda: [(torch.randn(4, 8, generator=seeded(3)), torch.randn(4, 8, generator=seeded(4))),
-                   (torch.randn(2, 3, 6, 16, generator=seeded(5)), torch.randn(2, 3, 6, 16, generator=seeded(6)))],
+                   (torch.randn(1, 8, generator=seeded(7)), torch.randn(1, 8, generator=seeded(8))),  # T = 1
+                   (torch.randn(2, 3, 6, 16, generator=seeded(5)), torch.randn(2, 3, 6, 16, generator=seeded(6))),
+                   (torch.randn(1, 2, 20, 4, generator=seeded(9)), torch.randn(1, 2, 20, 4, generator=seeded(10)))],
     reference=_weights, diagnose=_q3_diagnose,
     known=[
         Known("you masked after the softmax: the weights of the past then no longer sum to 1. Put -inf in the "
@@ -124,6 +129,11 @@ def _padded(attention_mask):
     return library_causal_mask(T) & attention_mask.bool()[:, None, :]
 
 
+def _left_padded(lengths, T):
+    """The attention mask of left-padded rows holding these numbers of real tokens."""
+    return torch.tensor([[0] * (T - n) + [1] * n for n in lengths])
+
+
 def _q4_diagnose(args, expected, got):
     (mask,) = args
     T = mask.shape[-1]
@@ -134,8 +144,9 @@ def _q4_diagnose(args, expected, got):
 
 q4 = Task(
     name="q4", function="padded_causal_mask", title="the causal mask of a left-padded batch", chapter=CHAPTER,
-    cases=lambda: [(torch.tensor([[0, 1, 1]]),), (torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]]),),
-                   (torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]),)],
+    cases=lambda: [(torch.tensor([[0, 1, 1]]),), (torch.tensor([[1]]),), (torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]]),),
+                   (torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]),),
+                   (_left_padded([13, 20, 1], 20),)],  # wider than any small fixed table
     reference=_padded, diagnose=_q4_diagnose,
     known=[
         Known("padding is visible: a pad slot (attention_mask 0) must be hidden as a *key* from every query",

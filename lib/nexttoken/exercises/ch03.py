@@ -30,7 +30,9 @@ def _forward(model, input_ids):
 
 
 def _cases():
-    return [(small_model(1), random_ids(1, 1, 5)), (small_model(2), random_ids(2, 3, 9))]
+    # T = 1, a batch of one, several rows, and the longest input the model allows (context_length 16)
+    return [(small_model(1), random_ids(1, 1, 5)), (small_model(3), random_ids(3, 1, 1)),
+            (small_model(2), random_ids(2, 3, 9)), (small_model(4), random_ids(4, 2, 16))]
 
 
 def _q1_diagnose(args, expected, got):
@@ -97,6 +99,8 @@ def _norm_each_block(m, ids):
 q2 = Task(
     name="q2", function="forward", title="the whole forward pass", chapter=CHAPTER,
     cases=_cases, reference=_forward, diagnose=_q2_diagnose,
+    forbid={"model(...)": "forward builds the pass from the model's parts, without calling model(...) "
+                          "(or model.forward) itself"},
     known=[
         Known("you skipped the final norm (model.final_norm) before the LM head", torch.no_grad()(_no_norm)),
         Known("future positions are visible: pass causal_mask(T) to every block", torch.no_grad()(_no_mask)),
@@ -119,11 +123,13 @@ def _config_cases():
     small = dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4)
     return [(DecoderConfig(**small),),
             (DecoderConfig(**{**small, "tie_embeddings": False}),),
-            (DecoderConfig(vocab_size=1000, context_length=64, d_model=48, n_layers=3, n_heads=6, d_ff=100),)]
+            (DecoderConfig(vocab_size=1000, context_length=64, d_model=48, n_layers=3, n_heads=6, d_ff=100),),
+            (DecoderConfig(vocab_size=7, context_length=3, d_model=8, n_layers=1, n_heads=2, d_ff=5),),
+            (DecoderConfig(vocab_size=50257, context_length=1024, d_model=768, n_layers=12, n_heads=12),)]  # GPT-2
 
 
 def _num_parameters(config):
-    with torch.random.fork_rng():
+    with torch.device("meta"):  # shapes only, no memory and no random draws: GPT-2's size is instant
         return Decoder(config).num_parameters()  # the model's own count (a tied matrix counted once)
 
 
@@ -141,6 +147,7 @@ def _count(config, tied_twice=False, no_positions=False, no_bias=False, no_norms
 q3 = Task(
     name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER,
     cases=_config_cases, reference=_num_parameters,
+    forbid={"Decoder(...)": "predict the count from the configuration alone, without building the model"},
     known=[
         Known("with tie_embeddings the LM head *is* the token embedding matrix: count it once",
               lambda c: _count(c, tied_twice=True)),

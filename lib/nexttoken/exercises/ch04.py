@@ -1,6 +1,9 @@
 """Chapter 4, logit slicing: tasks for the exercise notebook."""
 
+import contextlib
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..model import causal_mask
 from .ch03 import _embed, _run_blocks
@@ -28,8 +31,8 @@ def _q1_diagnose(args, expected, got):
 
 q1 = Task(
     name="q1", function="last_logits", title="the last position's logits", chapter=CHAPTER,
-    cases=lambda: [(torch.randn(1, 3, 5, generator=seeded(3)),), (torch.randn(2, 5, 11, generator=seeded(1)),),
-                   (torch.randn(3, 1, 7, generator=seeded(2)),)],
+    cases=lambda: [(torch.randn(1, 3, 5, generator=seeded(3)),), (torch.randn(1, 1, 4, generator=seeded(4)),),
+                   (torch.randn(2, 5, 11, generator=seeded(1)),), (torch.randn(3, 1, 7, generator=seeded(2)),)],
     reference=lambda logits: logits[:, -1, :], diagnose=_q1_diagnose,
     known=[
         Known("you took the first position; the next token is predicted by the last one",
@@ -58,7 +61,8 @@ def _q2_diagnose(args, expected, got):
 
 q2 = Task(
     name="q2", function="next_token_probs", title="next-token probabilities", chapter=CHAPTER,
-    cases=lambda: [(small_model(3), random_ids(3, 3, 6)), (small_model(4), random_ids(4, 1, 1))],
+    cases=lambda: [(small_model(3), random_ids(3, 3, 6)), (small_model(4), random_ids(4, 1, 1)),
+                   (small_model(5), random_ids(5, 2, 16))],
     reference=_next_token_probs, diagnose=_q2_diagnose,
     known=[
         Known("these are logits: turn them into probabilities with torch.softmax over the vocabulary",
@@ -81,9 +85,11 @@ q2 = Task(
 
 
 def _q3_cases():
-    return [(torch.tensor([1.0, 2.0, 3.0]),),
+    return [(torch.tensor([1.0, 2.0, 3.0]),), (torch.tensor([[5.0]]),),
             (torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, -999.0, -998.0]]),),
-            (torch.randn(2, 3, 9, generator=seeded(4)) * 40,)]
+            (torch.tensor([[-1000.0, -1001.0, -1002.0]]),),  # only very negative: exp underflows unshifted
+            # spread rows: probabilities down to about 1e-30, where a clamp or an epsilon shows
+            (torch.randn(2, 3, 9, generator=seeded(4)) * 40,), (torch.linspace(0.0, 69.0, 24).reshape(2, 12),)]
 
 
 def _q3_diagnose(args, expected, got):
@@ -91,13 +97,17 @@ def _q3_diagnose(args, expected, got):
         if (args[0].amax(-1) > 88).any():
             raise Mistake("NaN: exp(1000) overflows to inf in float32 and inf / inf is NaN. Subtract each "
                           "row's maximum before exp (softmax does not change when you shift a row)")
-        raise Mistake("NaN: a whole row underflowed to 0 and 0 / 0 is NaN. Subtract each row's own maximum, "
-                      "not one maximum of the whole tensor")
+        raise Mistake("NaN: a whole row underflowed to 0 (exp(-1000) is 0 in float32) and 0 / 0 is NaN. "
+                      "Always subtract each row's own maximum, whatever the size of the logits, and not one "
+                      "maximum of the whole tensor")
 
 
 q3 = Task(
     name="q3", function="stable_softmax", title="a numerically stable softmax", chapter=CHAPTER,
     cases=_q3_cases, reference=lambda x: torch.softmax(x, dim=-1), diagnose=_q3_diagnose,
+    atol=1e-35,  # relative error only: tiny probabilities must be right too, not merely below 1e-4
+    forbid={"torch.softmax": "write the softmax yourself, without calling torch.softmax (or F.softmax, "
+                             "Tensor.softmax)"},
     known=[
         Known("you subtracted the minimum; subtract the maximum, so that the largest exponent is exp(0) = 1 and "
               "nothing overflows", lambda x: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(x - x.amin(-1, keepdim=True)))),
@@ -117,18 +127,42 @@ q3 = Task(
 )
 
 
-def _refusing_model(seed):
-    """A small model whose LM head refuses more than one position per row: computing all T rows of the
-    head and keeping one is the waste this task removes."""
-    model = small_model(seed)
+class _HeadRows(TorchFunctionMode):
+    """Counts the rows (vectors of d_model) that the LM head's weight multiplies, however the product is
+    written: model.lm_head(x), F.linear(x, W), x @ W.T, einsum, on any shape."""
 
-    def one_position_only(module, inputs):
-        (x,) = inputs
-        if x.dim() == 3 and x.shape[1] != 1 or x.dim() > 3:
-            raise RuntimeError(f"model.lm_head was applied to {x.shape[1]} positions per row; apply it to the "
-                               "last position only")
-    model.lm_head.register_forward_pre_hook(one_position_only)
-    return model
+    def __init__(self, weight):
+        super().__init__()
+        self.storage, self.d, self.rows = weight.untyped_storage().data_ptr(), weight.shape[-1], 0
+
+    def _is_head(self, t):
+        try:
+            return t.untyped_storage().data_ptr() == self.storage  # the weight or a view of it (W.T)
+        except Exception:
+            return False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        tensors = [a for a in (*args, *(kwargs or {}).values()) for a in (a if isinstance(a, (list, tuple)) else [a])
+                   if isinstance(a, torch.Tensor)]
+        others = [t for t in tensors if not self._is_head(t)]
+        if others and len(others) < len(tensors):
+            self.rows += max(t.numel() for t in others) // self.d
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def _head_on_last_position_only(args):
+    """The check of how: the LM head multiplies one vector per row of the batch, not B * T."""
+    model, input_ids = args
+    complaints = []
+    counter = _HeadRows(model.lm_head.weight)
+    with counter:
+        yield complaints
+    B, T = input_ids.shape
+    if counter.rows > B:
+        complaints.append(f"the LM head was applied to {counter.rows} vectors for a batch of {B} rows of {T} "
+                          "tokens: apply it to the last position only (x[:, -1, :] of each row, then "
+                          "final_norm and lm_head), not to every position")
 
 
 @torch.no_grad()
@@ -148,8 +182,9 @@ def _q4_diagnose(args, expected, got):
 
 q4 = Task(
     name="q4", function="last_position_logits", title="an LM head on the last position only", chapter=CHAPTER,
-    cases=lambda: [(_refusing_model(21), random_ids(21, 1, 4)), (_refusing_model(22), random_ids(22, 3, 7))],
-    reference=_last_position_logits, diagnose=_q4_diagnose,
+    cases=lambda: [(small_model(21), random_ids(21, 1, 4)), (small_model(23), random_ids(23, 1, 1)),
+                   (small_model(22), random_ids(22, 3, 7)), (small_model(24), random_ids(24, 2, 16))],
+    reference=_last_position_logits, diagnose=_q4_diagnose, watch=_head_on_last_position_only,
     known=[
         Known("you kept the first position; the last one predicts the next token",
               lambda m, ids: _last_position_logits(m, ids, slice_at=0)),

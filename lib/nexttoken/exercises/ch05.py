@@ -1,5 +1,7 @@
 """Chapter 5, the generation loop: tasks for the exercise notebook."""
 
+import contextlib
+
 import torch
 
 from ..generate import generate, sample
@@ -9,6 +11,7 @@ from .task import Known, Mistake, Task
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4"]
 TRANSFER = ["q3"]  # tasks the chapter does not show line by line
+NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 @torch.no_grad()
@@ -33,8 +36,9 @@ def _q1_diagnose(args, expected, got):
 
 q1 = Task(
     name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER,
-    cases=lambda: [(small_model(5), random_ids(5, 1, 4)), (small_model(6), random_ids(6, 3, 7))],
-    reference=_step, diagnose=_q1_diagnose,
+    cases=lambda: [(small_model(5), random_ids(5, 1, 4)), (small_model(10), random_ids(10, 1, 1)),
+                   (small_model(6), random_ids(6, 3, 7))],
+    reference=_step, diagnose=_q1_diagnose,  # calling the library here is reported by the grader, not penalised
     known=[
         Known("every row got the same token: logits[0, -1] (row 0's prediction) or an argmax without dim= "
               "gives one token for the whole batch; keep the batch dimension and take argmax(dim=-1)",
@@ -77,9 +81,10 @@ def _loop(m, ids, n, step):
 
 q2 = Task(
     name="q2", function="generate_greedy", title="the generation loop", chapter=CHAPTER,
-    cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(7), random_ids(7, 1, 3), 5),
-                   (small_model(8), random_ids(8, 3, 2), 8)],
-    reference=lambda model, ids, n: generate(model, ids, n), diagnose=_q2_diagnose,
+    cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(11), random_ids(11, 2, 3), 1),
+                   (small_model(70), random_ids(70, 1, 3), 5), (small_model(83), random_ids(83, 3, 2), 8),
+                   (small_model(120), random_ids(120, 1, 1), 15)],  # 1 + 15 = context_length 16, the longest
+    reference=lambda model, ids, n: generate(model, ids, n), diagnose=_q2_diagnose, forbid=NO_GENERATE,
     known=[
         Known("every new token is the same one: each step must run the model on the sequence so far, "
               "including the tokens it just generated (feed the loop's output back in, and read its last "
@@ -111,7 +116,8 @@ def _bigram_greedy(probs, input_ids, max_new_tokens, pick=lambda p, ids: p[ids[:
 
 
 def _q3_cases():
-    return [(_bigram_table(33, 6), torch.tensor([[2]]), 6),
+    return [(_bigram_table(35, 5), torch.tensor([[1], [4]]), 0), (_bigram_table(36, 5), torch.tensor([[3, 0]]), 1),
+            (_bigram_table(33, 6), torch.tensor([[2]]), 6),
             (_bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
 
 
@@ -141,21 +147,58 @@ def _sample_step(model, input_ids, generator):
     return _append(input_ids, sample(probs, generator=generator))
 
 
+def _advanced(seed):
+    """A generator that has already drawn: its state is not what manual_seed(seed) gives, so reseeding the
+    global random state from it (torch.manual_seed(generator.initial_seed())) draws other tokens."""
+    generator = seeded(seed)
+    torch.rand(10, generator=generator)
+    return generator
+
+
+def _flat_model(seed):
+    """A model over 200 tokens whose next-token distributions have a fat tail (its LM head halved), so
+    that a sampler which drops the tail or reshapes it draws other tokens often enough to be seen."""
+    model = small_model(seed, vocab_size=200)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.5)
+    return model
+
+
 def _q4_cases():
-    return [(small_model(42), random_ids(42, 6, 3), seeded(1)), (small_model(43), random_ids(43, 8, 5), seeded(2))]
+    # 256 draws, one per row: enough to tell the right distribution from a near miss. Measured on these
+    # inputs, a silent top-k of 50 changes 41 of the 256 tokens, a top-p of 0.9 changes 22 and a
+    # temperature of 0.9 changes 19 (with 14 draws, as before, each would often change none).
+    # And a batch of one, where .squeeze() breaks.
+    wide = _flat_model(44)
+    return [(small_model(42), random_ids(42, 1, 3), _advanced(1)),
+            (small_model(43), random_ids(43, 8, 5), _advanced(2)),
+            (wide, random_ids(44, 256, 4, vocab=200), _advanced(3))]
+
+
+@contextlib.contextmanager
+def _draws_from_generator(args):
+    """The check of how: the draw moves `generator` (one that was not used keeps its state)."""
+    generator = args[2]
+    before = generator.get_state()
+    complaints = []
+    yield complaints
+    if torch.equal(generator.get_state(), before):
+        complaints.append("your function did not draw from `generator` (its state did not move): sampling "
+                          "draws each row's token with torch.multinomial(probs, num_samples=1, "
+                          "generator=generator), so that a seed makes the draw repeatable (an argmax draws nothing)")
 
 
 def _q4_diagnose(args, expected, got):
     model, ids, _ = args
     if got.shape == expected.shape and got.dtype == torch.int64 and torch.equal(got[:, :-1], ids):
-        raise Mistake("your tokens differ from the seeded draw: pass generator=generator to torch.multinomial "
-                      "(without it the draw uses torch's global random state, which the test does not control), "
-                      "and draw from the softmax of the last position's logits")
+        raise Mistake("your tokens differ from the seeded draw: draw once per row, with torch.multinomial("
+                      "probs, num_samples=1, generator=generator), from the softmax of the last position's "
+                      "logits as they are (no top-k, top-p or temperature here)")
 
 
 q4 = Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
-    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose,
+    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, watch=_draws_from_generator,
     known=[
         Known("you took the argmax: this step samples, drawing each row's token with its probability",
               torch.no_grad()(lambda m, ids, g: _append(ids, m(ids)[:, -1].argmax(-1)))),

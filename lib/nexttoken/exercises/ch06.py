@@ -3,12 +3,13 @@
 import torch
 
 from ..generate import generate
-from .common import random_ids, small_model
+from .common import random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
 TRANSFER = ["q4"]  # tasks the chapter does not show line by line
+NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 def _update(finished, next_tokens, eos_token_id):
@@ -18,6 +19,7 @@ def _update(finished, next_tokens, eos_token_id):
 q1 = Task(
     name="q1", function="update_finished", title="which rows have finished", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([False, False, True]), torch.tensor([7, 3, 5]), 3),
+                   (torch.tensor([False]), torch.tensor([0]), 0), (torch.tensor([True]), torch.tensor([4]), 0),
                    (torch.tensor([False, True, True, False]), torch.tensor([3, 1, 3, 2]), 3)],
     reference=_update,
     known=[
@@ -45,7 +47,9 @@ def _pad(next_tokens, finished, pad_token_id):
 q2 = Task(
     name="q2", function="pad_finished", title="padding finished rows", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([4, 9, 2]), torch.tensor([False, True, False]), 0),
-                   (torch.tensor([3, 3, 8, 1]), torch.tensor([True, False, False, True]), 9)],
+                   (torch.tensor([5]), torch.tensor([True]), 7),
+                   (torch.tensor([3, 3, 8, 1]), torch.tensor([True, False, False, True]), 9),
+                   (torch.tensor([9, 0, 9]), torch.tensor([False, True, False]), 9)],  # the pad id is a real token too
     reference=_pad,
     known=[
         Known("the rows are swapped: the rows that had finished get the pad id, the others keep their token",
@@ -62,13 +66,17 @@ q2 = Task(
 
 
 def _q3_cases():
-    model = small_model(9)
-    prompt = random_ids(9, 3, 3)
+    model = small_model(94)
+    prompt = random_ids(94, 3, 3)
     free = generate(model, prompt, 6)[:, 3:]  # tokens greedy decoding really produces, so rows stop at
     stops_all = min(set.intersection(*(set(row[:5].tolist()) for row in free)))  # different steps
     never = max(set(range(50)) - set(free.flatten().tolist()))
-    return [(model, prompt[1:], 6, int(free[1, 0]), 49), (model, prompt, 6, stops_all, 0),
-            (model, prompt, 6, int(free[0, 1]), 0), (model, prompt, 4, never, 0)]
+    in_prompt = int(prompt[0, -1])  # an EOS id that the prompt already holds: that row has not finished
+    produced = int(free[1, 1])  # a pad id that the model also produces as a real token
+    return [(model, prompt, 0, stops_all, 0), (model, prompt[:1], 1, int(free[0, 0]), 49),
+            (model, prompt[1:], 6, int(free[1, 0]), 49), (model, prompt, 6, stops_all, 0),
+            (model, prompt, 6, int(free[0, 1]), 0), (model, prompt, 4, never, 0),
+            (model, prompt, 6, in_prompt, produced), (model, prompt, 6, int(free[0, 2]), produced)]
 
 
 def _q3_diagnose(args, expected, got):
@@ -101,7 +109,7 @@ q3 = Task(
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
     cases=_q3_cases,
     reference=lambda model, ids, n, eos, pad: generate(model, ids, n, eos_token_id=eos, pad_token_id=pad),
-    diagnose=_q3_diagnose,
+    diagnose=_q3_diagnose, forbid=NO_GENERATE,
     hints=("Keep one flag per row, and decide after each step whether to go on.",
            "Each step: pick the greedy token, pad it where the row had already finished, append it, then "
            "update the flags.",
@@ -114,10 +122,20 @@ def _left(input_ids, attention_mask):
     return input_ids.gather(1, order), attention_mask.gather(1, order)
 
 
+def _right_padded(lengths, T, seed):
+    """Right-padded rows with these numbers of real tokens (ids 1 to 99); the pad slots hold any id, as
+    a tokenizer's pad id may be anything: only the mask says which slots are padding."""
+    ids = torch.randint(1, 100, (len(lengths), T), generator=seeded(seed))
+    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+    return ids, mask
+
+
 def _q4_cases():
-    return [(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]])),
+    # Rows 40 wide: an argsort that is not stable reorders equal keys (the real tokens) from about 17 on.
+    return [(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]])), (torch.tensor([[8]]), torch.tensor([[1]])),
             (torch.tensor([[11, 12, 13, 0, 0], [21, 22, 23, 24, 25], [0, 0, 31, 32, 33], [41, 0, 0, 0, 0]]),
-             torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]]))]
+             torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]])),
+            _right_padded([3, 7], 8, seed=1), _right_padded([25, 40, 2], 40, seed=2)]
 
 
 def _q4_diagnose(args, expected, got):
@@ -135,6 +153,9 @@ q4 = Task(
               lambda ids, m: (ids, _left(ids, m)[1])),
         Known("the mask did not move: attention_mask must follow the tokens (0s first, then 1s)",
               lambda ids, m: (_left(ids, m)[0], m)),
+        Known("the real tokens changed order: a sort that is not stable may reorder equal keys (every real "
+              "token has key 1); use torch.argsort(attention_mask, dim=1, stable=True)",
+              lambda ids, m: (ids.gather(1, torch.argsort(m, dim=1)), m.gather(1, torch.argsort(m, dim=1)))),
         Known("every row was shifted by the same amount; each row has its own number of pad slots (and a row "
               "that is already left-padded must stay as it is)",
               lambda ids, m: (lambda k: (ids.roll(k, 1), m.roll(k, 1)))(int((m == 0).sum(1).max()))),
@@ -149,7 +170,9 @@ q4 = Task(
 
 
 def _q5_cases():
-    return [(small_model(7, context_length=6), random_ids(7, 1, 4), 5),
+    return [(small_model(7, context_length=6), random_ids(7, 1, 4), 0),
+            (small_model(9, context_length=4), random_ids(9, 2, 3), 1),  # one step, no crop yet
+            (small_model(7, context_length=6), random_ids(7, 1, 4), 5),
             (small_model(8, context_length=5), random_ids(8, 2, 5), 6)]
 
 
@@ -162,7 +185,7 @@ def _crop_loop(m, ids, n, window):
 
 q5 = Task(
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
-    cases=_q5_cases, reference=lambda model, ids, n: generate(model, ids, n),
+    cases=_q5_cases, reference=lambda model, ids, n: generate(model, ids, n), forbid=NO_GENERATE,
     known=[
         Known("you kept the *first* context_length tokens; the model must read the most recent ones, "
               "ids[:, -L:]", lambda m, ids, n: _crop_loop(m, ids, n, lambda x: x[:, :m.config.context_length])),

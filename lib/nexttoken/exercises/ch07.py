@@ -1,5 +1,6 @@
 """Chapter 7, making the loop fast (the KV cache): tasks for the exercise notebook."""
 
+import contextlib
 import math
 
 import torch
@@ -27,6 +28,7 @@ q1 = Task(
     name="q1", function="append_to_cache", title="growing the cache", chapter=CHAPTER,
     cases=lambda: [(None, torch.randn(1, 2, 3, 4, generator=seeded(1))),
                    (torch.randn(1, 2, 3, 4, generator=seeded(2)), torch.randn(1, 2, 1, 4, generator=seeded(3))),
+                   (torch.randn(1, 1, 1, 2, generator=seeded(6)), torch.randn(1, 1, 4, 2, generator=seeded(7))),
                    (torch.randn(2, 4, 5, 8, generator=seeded(4)), torch.randn(2, 4, 1, 8, generator=seeded(5)))],
     reference=_append, diagnose=_q1_diagnose,
     known=[
@@ -64,7 +66,10 @@ def _q2_diagnose(args, expected, got):
 q2 = Task(
     name="q2", function="attend_to_cache", title="one new query against the cached keys", chapter=CHAPTER,
     cases=lambda: [tuple(torch.randn(1, 2, t, 8, generator=seeded(10 + i)) for i, t in enumerate((1, 6, 6))),
-                   tuple(torch.randn(2, 4, t, 16, generator=seeded(20 + i)) for i, t in enumerate((1, 9, 9)))],
+                   tuple(torch.randn(1, 1, t, 4, generator=seeded(30 + i)) for i, t in enumerate((1, 1, 1))),
+                   tuple(torch.randn(2, 4, t, 16, generator=seeded(20 + i)) for i, t in enumerate((1, 9, 9))),
+                   # large scores (hundreds): a softmax by hand without the max shift overflows
+                   tuple(torch.randn(1, 2, t, 8, generator=seeded(40 + i)) * 12 for i, t in enumerate((1, 7, 7)))],
     reference=_attend, diagnose=_q2_diagnose,
     known=[
         Known("you applied a causal mask whose first row hides all but the first key: the new token is the last "
@@ -98,10 +103,39 @@ def _q3_diagnose(args, expected, got):
                       "only the newest token, shape (B, 1), with the *same* cache object every step")
 
 
+@contextlib.contextmanager
+def _reads_each_token_once(args):
+    """The check of how: count the positions each forward pass reads (every pass embeds the tokens it
+    reads). With a cache: the prompt, then 1, 1, ...; the uncached loop's P, P + 1, ... gives the
+    same tokens, so only this tells the two apart."""
+    model, input_ids, n = args
+    seen = []
+    hook = model.token_embedding.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[-1]))
+    complaints = []
+    try:
+        yield complaints
+    finally:
+        hook.remove()
+    want = [input_ids.shape[1]] + [1] * (n - 1) if n else []
+    if seen and not want:
+        complaints.append(f"with max_new_tokens = 0 the model is not run at all (the prompt comes back as it "
+                          f"is), but your loop made {len(seen)} forward pass(es)")
+    elif seen != want:
+        complaints.append(f"the forward passes read {_short(seen)} positions; with a cache they read the prompt "
+                          f"once, then only the newest token: {_short(want)}")
+
+
+def _short(counts):
+    return str(counts) if len(counts) <= 8 else f"[{', '.join(map(str, counts[:8]))}, ...] ({len(counts)} passes)"
+
+
 q3 = Task(
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
-    cases=lambda: [(small_model(12), random_ids(12, 1, 4), 6), (small_model(13), random_ids(13, 2, 3), 9)],
+    cases=lambda: [(small_model(120), random_ids(120, 1, 4), 6), (small_model(14), random_ids(14, 2, 3), 0),
+                   (small_model(15), random_ids(15, 1, 5), 1), (small_model(130), random_ids(130, 2, 3), 9)],
     reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
+    watch=_reads_each_token_once,
+    forbid={"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"},
     known=[
         Known("each step started from a fresh cache, so the model saw only the newest token: make one cache "
               "before the loop and pass it every step", torch.no_grad()(_fresh_cache_each_step)),
@@ -129,8 +163,11 @@ def _positions_processed(prompt_length, max_new_tokens, use_cache):
 
 q4 = Task(
     name="q4", function="positions_processed", title="predict the work with and without a cache", chapter=CHAPTER,
-    cases=lambda: [(4, 1, False), (4, 5, False), (4, 5, True), (3, 0, True), (10, 6, True), (7, 8, False)],
+    cases=lambda: [(4, 1, False), (4, 5, False), (4, 5, True), (3, 0, True), (5, 0, False), (1, 1, True),
+                   (10, 6, True), (7, 8, False), (1, 30, False), (2, 40, True)],
     reference=_positions_processed,
+    forbid={"Decoder(...)": "predict the count from the loop's arithmetic, without running a model",
+            "nexttoken.generate": "predict the count from the loop's arithmetic, without running a model"},
     known=[
         Known("the cached loop also fed its last token: the token chosen at the last step is appended but "
               "never run through the model", lambda P, n, c: (P + n) if c and n else (n * P + n * (n - 1) // 2)),

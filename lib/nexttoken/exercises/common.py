@@ -13,10 +13,11 @@ def seeded(seed: int) -> torch.Generator:
 def small_model(seed: int = 0, **overrides) -> Decoder:
     """A small random Decoder whose predictions depend on the context.
 
-    Weights are drawn larger than GPT-2's initialisation (std 0.5, norms left at 1 and 0, an untied LM
-    head), so that a greedy continuation changes from step to step and from prompt to prompt: a
-    GPT-2-style random model predicts nearly the same token whatever it reads, and then a loop that
-    ignores its own output would pass.
+    Weights are drawn larger than GPT-2's initialisation (std 0.5, an untied LM head), so that a greedy
+    continuation changes from step to step and from prompt to prompt: a GPT-2-style random model
+    predicts nearly the same token whatever it reads, and then a loop that ignores its own output would
+    pass. The norms are not the identity either (weights around 1, biases around 0, std 0.3): with
+    weight 1 and bias 0, a norm skipped, applied twice or called without its parameters would pass.
     """
     config = DecoderConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4,
                                      tie_embeddings=False), **overrides})
@@ -24,7 +25,9 @@ def small_model(seed: int = 0, **overrides) -> Decoder:
         torch.manual_seed(seed)
         model = Decoder(config)
         for name, p in model.named_parameters():
-            if "norm" not in name:
+            if "norm" in name:
+                torch.nn.init.normal_(p, mean=1.0 if name.endswith("weight") else 0.0, std=0.3)
+            else:
                 torch.nn.init.normal_(p, std=0.5)
     return model.eval()
 

@@ -9,14 +9,19 @@ A task is judged in two halves, so that the batch grader can keep them in differ
   It never raises: anything unexpected becomes the task's error message.
 """
 
+import contextlib
+import dataclasses
 import inspect
 import json
+import numbers
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..model import Decoder
 
@@ -48,15 +53,24 @@ def describe(value) -> str:
         return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
     if isinstance(value, torch.Generator):
         return "a torch.Generator"
+    if dataclasses.is_dataclass(value):
+        return repr(value)  # a config is shown whole: the field that matters may be the last one
     if isinstance(value, (list, tuple)) and len(value) <= 6:
         return "(" + ", ".join(describe(v) for v in value) + ")"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _round(values):
+    """Floats to 4 decimals, or 4 significant digits when smaller (a tiny probability is not 0)."""
+    if isinstance(values, list):
+        return [_round(v) for v in values]
+    return round(values, 4) if abs(values) >= 1e-3 or values == 0 else float(f"{values:.4g}")
+
+
 def show(t: torch.Tensor) -> str:
-    """A small tensor in full, floats rounded to 4 decimals, with its dtype when it is not the default."""
-    values = t.double().round(decimals=4).tolist() if t.is_floating_point() else t.tolist()
+    """A small tensor in full, floats rounded (see _round), with its dtype when it is not the default."""
+    values = _round(t.double().tolist()) if t.is_floating_point() else t.tolist()
     suffix = "" if t.dtype in (torch.float32, torch.int64, torch.bool) else f", dtype={t.dtype}"
     return f"tensor({values}{suffix})"
 
@@ -65,8 +79,12 @@ def plain(value):
     """The learner's output as plain data (tensors, numbers, lists) that can leave their kernel."""
     if isinstance(value, torch.Tensor):
         return value.detach().as_subclass(torch.Tensor).clone()
-    if isinstance(value, (bool, int, float, str)) or value is None:
+    if isinstance(value, (bool, str)) or value is None:
         return value
+    if isinstance(value, numbers.Integral):  # numpy.int64 and friends are ints too
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
     if isinstance(value, (list, tuple)) and len(value) <= 16:
         return [plain(v) for v in value]
     return f"<an object of type {type(value).__name__}>"
@@ -94,20 +112,30 @@ def _kind(dtype: torch.dtype) -> str:
     return f"an integer tensor ({dtype})"
 
 
-def first_difference(expected: torch.Tensor, got: torch.Tensor) -> str:
-    """Where two tensors of the same shape first differ, and the two values there."""
+def first_difference(expected: torch.Tensor, got: torch.Tensor, atol: float = 1e-4) -> str:
+    """Where two tensors of the same shape first differ: that row of both, a few values either side of
+    the difference, and how many entries differ in all."""
     e, g = expected.double(), got.double()
     if expected.is_floating_point():
-        close = torch.isclose(g, e, atol=1e-4, rtol=1e-4, equal_nan=True)
+        close = torch.isclose(g, e, atol=atol, rtol=1e-4, equal_nan=True)
     else:
         close = e == g
     where = (~close).nonzero()
-    if len(where) == 0:
+    if len(where) == 0 or expected.dim() == 0:
         return ""
-    index = tuple(int(i) for i in where[0])
-    fmt = (lambda x: f"{x:.4f}") if expected.is_floating_point() else (lambda x: f"{int(x)}")
-    return (f"first difference at index {list(index)}: expected {fmt(e[index].item())}, "
-            f"got {fmt(g[index].item())} ({len(where)} of {expected.numel()} entries differ)")
+    index = [int(i) for i in where[0]]
+    row, col = tuple(index[:-1]), index[-1]
+    lo, hi = max(0, col - 3), min(expected.shape[-1], col + 4)
+    fmt = (lambda x: f"{x:.4g}") if expected.is_floating_point() else (lambda x: f"{int(x)}")
+
+    def around(t):
+        values = ", ".join(fmt(x) for x in t[row][lo:hi].tolist())
+        return f"[{'..., ' if lo else ''}{values}{', ...' if hi < t.shape[-1] else ''}]"
+    return (f"first difference at index {index}: expected {fmt(e[tuple(index)].item())}, "
+            f"got {fmt(g[tuple(index)].item())}; {len(where)} of {expected.numel()} entries differ\n"
+            f"   in row {list(row)}, entries {lo} to {hi - 1}:\n"
+            f"   expected {around(e)}\n"
+            f"   got      {around(g)}")
 
 
 def side_by_side(expected, got) -> str:
@@ -135,10 +163,15 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tup
     if isinstance(expected, (int, float)):
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.item()
-        if isinstance(got, bool) or not isinstance(got, (int, float)):
+        if isinstance(expected, int):  # any integer type will do (int, numpy.int64, a 0-d int tensor)
+            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+                return (f"{what} should be an integer (a count is a whole number, int), but it is "
+                        f"{describe(got)}", "")
+            if got != expected:
+                return f"{what} is wrong", f"expected: {expected}\n   got:      {got}"
+            return None
+        if isinstance(got, bool) or not isinstance(got, numbers.Real):
             return f"{what} should be a number, but it is {describe(got)}", ""
-        if isinstance(expected, int) and got != expected:
-            return f"{what} is wrong", f"expected: {expected}\n   got:      {got}"
         if abs(got - expected) > atol + 1e-4 * abs(expected):
             return f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}"
         return None
@@ -168,7 +201,7 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tup
         summary = f"{what} holds NaN where the right answer has numbers"
     else:
         summary = f"{what} has the right shape and dtype but wrong values"
-    evidence = side_by_side(expected, got) if got.numel() <= SMALL else first_difference(expected, got)
+    evidence = side_by_side(expected, got) if got.numel() <= SMALL else first_difference(expected, got, atol)
     return summary, evidence
 
 
@@ -186,6 +219,68 @@ def _matches(wrong_output, got) -> bool:
     except Exception:
         return False
     return False
+
+
+RULE = "forbidden call: "  # how a forbidden call's error begins (Task.run recognises it by this)
+
+
+class _NoSoftmax(TorchFunctionMode):
+    """Inside it, every softmax of torch (torch.softmax, Tensor.softmax, F.softmax, however imported)
+    raises ``message``: a task that asks for a softmax by hand must not get it from torch."""
+
+    def __init__(self, message: str):
+        super().__init__()
+        self.message = message
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("softmax", "_softmax", "special_softmax"):
+            raise RuntimeError(self.message)
+        return func(*args, **(kwargs or {}))
+
+
+def _raising_code(message: str):
+    """The code of a function that raises RuntimeError(message) whatever it is given. It is put in place
+    of a library function's own code, so that every name bound to that function (``nexttoken.generate``,
+    ``from nexttoken import generate``, ...) raises while a learner's function runs."""
+    namespace: dict = {}
+    exec(f"def forbidden(*args, **kwargs):\n    raise RuntimeError({message!r})", namespace)
+    return namespace["forbidden"].__code__
+
+
+@contextlib.contextmanager
+def forbidding(rules: dict[str, str], args):
+    """While inside, the calls named in ``rules`` raise an error that quotes the task's rule:
+    "model(...)" (the Decoders among ``args``), "torch.softmax", "nexttoken.generate", "Decoder(...)"."""
+    undo = []
+    try:
+        for call, rule in rules.items():
+            message = f"{RULE}{call} was called, but the task says: {rule}"
+            if call == "model(...)":
+                for model in (a for a in args if isinstance(a, Decoder)):
+                    def refuse(*_, **__):
+                        raise RuntimeError(message)
+                    for name in ("forward", "run"):  # model(x), model.forward(x), model.run(x)
+                        object.__setattr__(model, name, refuse)
+                        undo.append(lambda m=model, n=name: object.__delattr__(m, n))
+            elif call == "torch.softmax":
+                mode = _NoSoftmax(message)
+                mode.__enter__()
+                undo.append(lambda m=mode: m.__exit__(None, None, None))
+            elif call == "nexttoken.generate":
+                function = inspect.unwrap(sys.modules["nexttoken.generate"].generate)
+                code, function.__code__ = function.__code__, _raising_code(message)
+                undo.append(lambda f=function, c=code: setattr(f, "__code__", c))
+            elif call == "Decoder(...)":
+                def refuse_init(*_, **__):
+                    raise RuntimeError(message)
+                init, Decoder.__init__ = Decoder.__init__, refuse_init
+                undo.append(lambda i=init: setattr(Decoder, "__init__", i))
+            else:
+                raise ValueError(f"no way to forbid {call!r}")
+        yield
+    finally:
+        for step in reversed(undo):
+            step()
 
 
 def grading() -> bool:
@@ -206,6 +301,11 @@ class Task:
     chapter: str = ""
     points: int = 1
     atol: float = 1e-4
+    # Calls the task's text rules out, each with the rule as the text says it (see ``forbidding``).
+    forbid: dict[str, str] = field(default_factory=dict)
+    # A check of *how*: a context manager that, given a test input, instruments it while the learner's
+    # function runs and yields a list, to which it adds what that function did wrong (read on exit).
+    watch: Callable | None = None
     _failing: int | None = field(default=None, repr=False)
 
     @property
@@ -225,17 +325,25 @@ class Task:
             before = copy_args(args)
             weights = [[p.detach().clone() for p in a.parameters()] if isinstance(a, Decoder) else None
                        for a in args]
+            watching = self.watch(args) if self.watch else contextlib.nullcontext([])
             try:
-                output = fn(*args)
+                with watching as complaints, forbidding(self.forbid, args):
+                    output = fn(*args)
             except NotImplementedError:
                 outcomes.append(("not_implemented", ""))
                 break
             except Exception as exc:  # the learner's bug, reported back to them
-                outcomes.append(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
+                if str(exc).startswith(RULE):
+                    outcomes.append(("broke_rule", str(exc)[:300]))
+                else:
+                    outcomes.append(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
                 break
             changed = self._changed_argument(args, before, weights, names)
             if changed:
                 outcomes.append(("changed_input", changed))
+                break
+            if complaints:
+                outcomes.append(("broke_rule", complaints[0]))
                 break
             if isinstance(output, torch.Tensor) and output.device.type != "cpu":
                 outcomes.append(("error", f"your function returned a tensor on {output.device}; the inputs "
@@ -260,8 +368,10 @@ class Task:
     def call_text(self, args) -> str:
         return f"{self.function}({', '.join(describe(a) for a in args)})"
 
-    def _judge(self, args, value) -> str | None:
-        """None if ``value`` is right for ``args``; else the explanation a learner sees."""
+    def _judge(self, args, value, tried) -> str | None:
+        """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
+        every (input, output) pair of this answer, so that a known mistake is named only when it
+        explains all of them."""
         expected = self.reference(*copy_args(args))
         problem = compare(expected, value, atol=self.atol)
         if problem is None:
@@ -269,7 +379,7 @@ class Task:
         summary, evidence = problem
         message = None
         if "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
-            message = self._known_mistake(args, value) or self._diagnosis(args, expected, value)
+            message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
         lines = [message or summary]
         lines.append(f"   input:    {self.call_text(args)}")
         if evidence:
@@ -277,15 +387,23 @@ class Task:
         lines.append(f"   reproduce: args = {self.name}.failing_input(); {self.function}(*args)")
         return "\n".join(lines)
 
-    def _known_mistake(self, args, value) -> str | None:
-        """The message of the first known mistake whose output equals ``value``."""
+    def _known_mistake(self, tried) -> str | None:
+        """The message of the first known mistake whose output equals the answer's on every input tried
+        (where that mistake gives an output at all: logits[:, -2] has none for T = 1). One input that it
+        explains is not enough: two different mistakes can agree on one."""
         for known in self.known:
-            try:
-                wrong = known.wrong(*copy_args(args))
-            except Exception:
-                continue
-            if _matches(wrong, value):
-                return known.message
+            explained = 0
+            for args, value in tried:
+                try:
+                    wrong = known.wrong(*copy_args(args))
+                except Exception:
+                    continue
+                if not _matches(wrong, value):
+                    break
+                explained += 1
+            else:
+                if explained:
+                    return known.message
         return None
 
     def _diagnosis(self, args, expected, value) -> str | None:
@@ -311,6 +429,8 @@ class Task:
         cases = self.cases()
         if not isinstance(outcomes, list) or len(outcomes) == 0:
             return "error", "no results were recorded for this function", None
+        tried = [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
+                 if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
         for index, (args, outcome) in enumerate(zip(cases, outcomes)):
             kind, value = outcome
             if kind == "missing":
@@ -320,11 +440,11 @@ class Task:
                         f"{self.function} still raises NotImplementedError: write your code there", None)
             if kind == "error":
                 return "error", f"{self.call_text(args)} raised {value}", index
-            if kind == "changed_input":
+            if kind in ("changed_input", "broke_rule"):
                 return "failed", f"{value}.\n   input:    {self.call_text(args)}", index
             if kind != "ok":
                 return "error", f"an unknown outcome {kind!r} was recorded", None
-            message = self._judge(args, value)
+            message = self._judge(args, value, tried)
             if message is not None:
                 return "failed", message, index
         if len(outcomes) < len(cases):

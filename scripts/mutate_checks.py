@@ -1,0 +1,224 @@
+"""Mutation testing of the exercise checks: every solution function, mutated by a machine, must fail its check.
+
+    .venv/bin/python scripts/mutate_checks.py                # every task (a few minutes)
+    .venv/bin/python scripts/mutate_checks.py ch05 ch06      # some chapters
+    .venv/bin/python scripts/mutate_checks.py --show         # also print every surviving mutant's code
+
+For each task, the solution notebook's function (lib/nexttoken/exercises/solutions.json) is parsed, and
+each mutation operator below is applied at each place it fits, one change per mutant. A mutant is run
+through the task's own check (``Task.run`` then ``Task.evaluate``, what ``check()`` and the grader do):
+it is *killed* when the check does not pass it (failed, raised, broke a rule). A mutant that passes is a
+*survivor*: either a mistake the checks miss (then the test inputs need work) or an equivalent mutant,
+one that computes the same thing (``dim=-1`` and ``dim=1`` on a 2-D tensor). Equivalent ones are listed,
+each with why, in scripts/equivalent_mutants.txt; the command exits 1 if any other mutant survives.
+
+The operators are mutmut's (numbers + 1, strings changed, operators and comparisons swapped, and/or,
+not dropped, break/continue swapped, an assignment set to None, a call's argument removed), plus the
+same kind of swap for the torch names these solutions use (max/min, argmax/argmin, tril/triu, ...).
+Why not mutmut or cosmic-ray themselves: they mutate module files on disk and run a test command per
+mutant, while these functions are notebook cells (solutions.json) whose test suite is one in-process
+call of the task's check; a fresh pytest process per mutant pays torch's import (2 to 3 s) each time.
+"""
+
+import argparse
+import ast
+import copy
+import signal
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from nexttoken.exercises import CHAPTERS, chapter, solutions
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = ROOT / "scripts" / "equivalent_mutants.txt"
+SECONDS_PER_MUTANT = 30  # a mutant that runs longer (a loop that no longer ends) counts as killed
+
+BINARY_SWAPS = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult,
+                ast.FloorDiv: ast.Div, ast.Mod: ast.Div, ast.Pow: ast.Mult, ast.MatMult: ast.Mult,
+                ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd, ast.BitXor: ast.BitAnd,
+                ast.LShift: ast.RShift, ast.RShift: ast.LShift}
+COMPARE_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+                 ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+NAME_SWAPS = {"max": "min", "min": "max", "amax": "amin", "amin": "amax", "argmax": "argmin",
+              "argmin": "argmax", "tril": "triu", "triu": "tril", "sum": "mean", "mean": "sum",
+              "log": "exp", "exp": "log", "log_softmax": "softmax", "softmax": "log_softmax",
+              "ones": "zeros", "zeros": "ones", "all": "any", "any": "all", "True": "False", "False": "True"}
+
+
+def mutations(node):
+    """The one-change variants of one AST node (each a new node), with a short name of the operator."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool):
+            yield "constant", ast.Constant(not node.value)
+        elif isinstance(node.value, (int, float)):
+            yield "number + 1", ast.Constant(node.value + 1)
+        elif isinstance(node.value, str):
+            yield "string", ast.Constant("XX" + node.value + "XX")
+    elif isinstance(node, ast.BinOp) and type(node.op) in BINARY_SWAPS:
+        yield "operator", ast.BinOp(node.left, BINARY_SWAPS[type(node.op)](), node.right)
+    elif isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in COMPARE_SWAPS:
+        yield "comparison", ast.Compare(node.left, [COMPARE_SWAPS[type(node.ops[0])]()], node.comparators)
+    elif isinstance(node, ast.BoolOp):
+        yield "and/or", ast.BoolOp(ast.Or() if isinstance(node.op, ast.And) else ast.And(), node.values)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert, ast.USub)):
+        yield "unary dropped", node.operand
+    elif isinstance(node, ast.Break):
+        yield "break/continue", ast.Continue()
+    elif isinstance(node, ast.Continue):
+        yield "break/continue", ast.Break()
+    elif isinstance(node, ast.Assign):
+        yield "assignment to None", ast.Assign(node.targets, ast.Constant(None))
+    elif isinstance(node, ast.Attribute) and node.attr in NAME_SWAPS:
+        yield "torch name", ast.Attribute(node.value, NAME_SWAPS[node.attr], node.ctx)
+    elif isinstance(node, ast.Name) and node.id in NAME_SWAPS and isinstance(node.ctx, ast.Load):
+        yield "torch name", ast.Name(NAME_SWAPS[node.id], node.ctx)
+    elif isinstance(node, ast.Call):
+        for i in range(len(node.args)):
+            yield "argument removed", ast.Call(node.func, node.args[:i] + node.args[i + 1:], node.keywords)
+        for i in range(len(node.keywords)):
+            yield "argument removed", ast.Call(node.func, node.args, node.keywords[:i] + node.keywords[i + 1:])
+
+
+def places(function_def: ast.FunctionDef) -> list:
+    """Every node of a function's body, in a fixed order (the docstring and the signature left alone)."""
+    body = function_def.body[1:] if ast.get_docstring(function_def) else function_def.body
+    return [node for statement in body for node in ast.walk(statement)]
+
+
+def all_mutants(function_def: ast.FunctionDef):
+    """(operator, mutated function source) for every one-change mutant: each variant at each place."""
+    for index, node in enumerate(places(function_def)):
+        for variant in range(len(list(mutations(node)))):
+            tree = copy.deepcopy(function_def)  # the same place in a fresh copy, changed there
+            target = places(tree)[index]
+            operator, replacement = list(mutations(target))[variant]
+            yield operator, ast.unparse(ast.fix_missing_locations(_replace(tree, target, replacement)))
+
+
+def _replace(tree, target, replacement):
+    """``tree`` with the node ``target`` replaced by ``replacement`` (in place)."""
+    for parent in ast.walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if value is target:
+                setattr(parent, field, replacement)
+                return tree
+            if isinstance(value, list) and any(v is target for v in value):
+                setattr(parent, field, [replacement if v is target else v for v in value])
+                return tree
+    raise ValueError("node not found")
+
+
+def changed_line(original: str, mutated: str) -> str:
+    """The mutant as one readable line: 'original line -> mutated line' (the first line that differs)."""
+    for before, after in zip(original.splitlines(), mutated.splitlines()):
+        if before != after:
+            return f"{before.strip()} -> {after.strip()}"
+    return "(no visible change)"
+
+
+def equivalent_mutants() -> dict[str, str]:
+    """{'function: original -> mutated': why} from scripts/equivalent_mutants.txt (blocks of a key line
+    and an indented 'why' line; '#' lines are comments)."""
+    known, key = {}, None
+    for line in EQUIVALENT.read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith(" "):
+            known[key] = line.strip()
+        else:
+            key = line.strip()
+    return known
+
+
+class TookTooLong(Exception):
+    pass
+
+
+def killed(task, fn) -> tuple[bool, str]:
+    def stop(signum, frame):
+        raise TookTooLong
+    signal.signal(signal.SIGALRM, stop)
+    signal.alarm(SECONDS_PER_MUTANT)
+    try:
+        torch.manual_seed(0)
+        status, reason = task.evaluate(task.run(fn))
+    except TookTooLong:
+        return True, "timed out"
+    finally:
+        signal.alarm(0)
+    return status != "passed", status
+
+
+def mutate_task(task, namespace_of_solutions: dict, equivalent: dict, show: bool):
+    """(killed, equivalent, survivors) counts and the surviving keys for one task."""
+    source = namespace_of_solutions["__sources__"][task.function]
+    function_def = next(node for node in ast.parse(source).body
+                        if isinstance(node, ast.FunctionDef) and node.name == task.function)
+    original = ast.unparse(function_def)
+    dead = same = 0
+    survivors = []
+    for operator, mutated in all_mutants(function_def):
+        key = f"{task.function}: {changed_line(original, mutated)}"
+        namespace = dict(namespace_of_solutions["__namespace__"])
+        try:
+            exec(compile(mutated, f"<mutant of {task.function}>", "exec"), namespace)
+        except Exception:
+            dead += 1  # does not even compile (a string mutated in an f-string, say)
+            continue
+        is_dead, _ = killed(task, namespace[task.function])
+        if is_dead:
+            dead += 1
+        elif key in equivalent:
+            same += 1
+        else:
+            survivors.append(key)
+            if show:
+                print(f"--- survivor ({operator}) of {task.chapter}.{task.name}:\n{mutated}\n")
+    return dead, same, survivors
+
+
+def solution_namespace(name: str) -> dict:
+    """The chapter's solution functions and their sources, plus the notebook's imports: each mutant is
+    defined into a copy, so that it calls the other (right) solution functions as the notebook would."""
+    import json
+    import math
+    from importlib import resources
+
+    import nexttoken
+
+    table = json.loads(resources.files("nexttoken.exercises").joinpath("solutions.json").read_text())[name]
+    namespace = {"math": math, "torch": torch, "nexttoken": nexttoken, **solutions(name)}
+    return {"__sources__": table, "__namespace__": namespace}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("chapters", nargs="*", default=list(CHAPTERS))
+    parser.add_argument("--show", action="store_true", help="print each surviving mutant's code")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    equivalent = equivalent_mutants()
+    totals, all_survivors = [0, 0], []
+    start = time.perf_counter()
+    for name in args.chapters:
+        module, namespace = chapter(name), solution_namespace(name)
+        for task_name in module.TASKS:
+            task = getattr(module, task_name)
+            dead, same, survivors = mutate_task(task, namespace, equivalent, args.show)
+            totals[0] += dead
+            totals[1] += same
+            all_survivors += survivors
+            print(f"{name}.{task_name} {task.function}: {dead} killed, {same} equivalent, "
+                  f"{len(survivors)} survived")
+            for key in survivors:
+                print(f"    survived: {key}")
+    print(f"total: {totals[0]} killed, {totals[1]} equivalent, {len(all_survivors)} survived "
+          f"({time.perf_counter() - start:.0f} s)")
+    sys.exit(1 if all_survivors else 0)
+
+
+if __name__ == "__main__":
+    main()
