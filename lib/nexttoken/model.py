@@ -162,7 +162,7 @@ class CausalSelfAttention(nn.Module):
         Returns the output (B, T, d_model) and the attention weights (B, heads, T, T_keys), or None.
         With ``return_attention=True`` it runs the explicit steps of chapter 2 (``attend``) and returns
         the weights; otherwise it runs the same computation fused in ``F.scaled_dot_product_attention``,
-        which never stores the weights, and returns None for them (same output either way).
+        which does not return the weights, and returns None for them (same output up to rounding).
         ``rotary``: the (cos, sin) of ``rotary_angles`` for rotary positions, or None (learned positions).
         """
         kv_width = self.n_kv_heads * self.head_dim
