@@ -97,7 +97,9 @@ def load_smollm2(path=None) -> Decoder:
     model = Decoder(config)
     model.token_embedding.weight.copy_(tensors["token_embd.weight"])
     for i, block in enumerate(model.blocks):
-        w = lambda name: tensors[f"blk.{i}.{name}.weight"]  # noqa: E731
+        def w(name):  # layer i's tensor of that name in the file
+            return tensors[f"blk.{i}.{name}.weight"]
+
         block.norm1.weight.copy_(w("attn_norm"))
         block.attn.qkv.weight.copy_(torch.cat([
             unpermute_rotary(w("attn_q"), config.n_heads),
