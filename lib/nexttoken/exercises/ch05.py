@@ -5,13 +5,12 @@ import contextlib
 import torch
 
 from ..generate import generate, sample
-from .common import random_ids, seeded, small_model
+from .common import NO_GENERATE, random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4"]
 TRANSFER = ["q3"]  # tasks the chapter does not show line by line
-NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 @torch.no_grad()

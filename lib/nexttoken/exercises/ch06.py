@@ -3,13 +3,12 @@
 import torch
 
 from ..generate import generate
-from .common import random_ids, seeded, small_model
+from .common import NO_GENERATE, random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
 TRANSFER = ["q4"]  # tasks the chapter does not show line by line
-NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 def _update(finished, next_tokens, eos_token_id):

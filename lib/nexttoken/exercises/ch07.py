@@ -6,7 +6,7 @@ import math
 import torch
 
 from ..generate import generate
-from .common import random_ids, seeded, small_model
+from .common import NO_GENERATE, random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch07"
@@ -135,7 +135,7 @@ q3 = Task(
                    (small_model(15), random_ids(15, 1, 5), 1), (small_model(130), random_ids(130, 2, 3), 9)],
     reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
     watch=_reads_each_token_once,
-    forbid={"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"},
+    forbid=NO_GENERATE,
     known=[
         Known("each step started from a fresh cache, so the model saw only the newest token: make one cache "
               "before the loop and pass it every step", torch.no_grad()(_fresh_cache_each_step)),

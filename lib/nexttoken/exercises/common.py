@@ -5,6 +5,9 @@ import torch
 
 from ..model import Decoder, DecoderConfig
 
+# The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
+NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
+
 
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -34,3 +37,18 @@ def small_model(seed: int = 0, **overrides) -> Decoder:
 
 def random_ids(seed: int, batch: int, length: int, vocab: int = 50) -> torch.Tensor:
     return torch.randint(vocab, (batch, length), generator=seeded(seed))
+
+
+def embed_with_positions(model, input_ids, positions=None):
+    """Chapter 3's embeddings: token vectors plus position vectors (positions 0 .. T - 1 unless given).
+    Chapter 3's tasks check it, chapter 4's last-position head starts from it."""
+    if positions is None:
+        positions = torch.arange(input_ids.shape[1])
+    return model.token_embedding(input_ids) + model.position_embedding(positions)
+
+
+def run_blocks(model, x, mask, blocks=None):
+    """The residual stream ``x`` through the model's blocks in turn (or only ``blocks``), under ``mask``."""
+    for block in model.blocks if blocks is None else blocks:
+        x, _ = block(x, mask)
+    return x
