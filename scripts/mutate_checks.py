@@ -231,7 +231,7 @@ def test_{chapter}_{task}():
     assert status == "passed", reason
 '''
 
-MODULE_TEMPLATE = '''"""{chapter}.{task}: the solution notebook's {function}; the chapter's other functions as solved."""
+MODULE_TEMPLATE = '''"""{chapter}.{task}: the solution notebook's {function}; the chapter's others as solved."""
 import math
 
 import torch
@@ -328,7 +328,8 @@ def main_mutmut(chapters, keep: Path | None) -> int:
             else:
                 counts["survived" if status == "survived" else "other"] += 1
                 survivors.append(f"{name}.{task_name} ({status}) {key}")
-        print(f"{name}.{task_name} {function}: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n or k != "other"))
+        shown = {k: n for k, n in counts.items() if n or k != "other"}
+        print(f"{name}.{task_name} {function}: " + ", ".join(f"{n} {k}" for k, n in shown.items()))
         chapter_counts = per_chapter.setdefault(name, dict.fromkeys(counts, 0))
         for k, n in counts.items():
             chapter_counts[k] += n

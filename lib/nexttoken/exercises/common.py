@@ -52,3 +52,20 @@ def run_blocks(model, x, mask, blocks=None):
     for block in model.blocks if blocks is None else blocks:
         x, _ = block(x, mask)
     return x
+
+
+# --- strategies for the generated inputs (Task(generated=...)); hypothesis is imported only when used ---
+
+def loop_params(longest: int = 16, batch: int = 3):
+    """(seed, rows, prompt length, max_new_tokens) with prompt + new tokens <= ``longest`` (the test
+    model's context_length): 0 and 1 new tokens, one row and several, T = 1 and the longest."""
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(0, 999), st.integers(1, batch), st.integers(1, longest)).flatmap(
+        lambda p: st.tuples(*map(st.just, p), st.integers(0, longest - p[2])))
+
+
+def loop_case(params):
+    """The arguments (model, input_ids, max_new_tokens) of a loop task from ``loop_params``."""
+    seed, rows, length, n = params
+    return small_model(seed), random_ids(seed, rows, length), n
