@@ -311,6 +311,10 @@ class Generated:
             self._params = stored[self.key]
         return self._params
 
+    def cases(self) -> list[tuple]:
+        with one_thread():  # each builds a small model, some run it: many tiny tensor operations
+            return [self.build(p) for p in self.params()]
+
 
 @contextlib.contextmanager
 def _hypothesis_as_a_check():
@@ -387,6 +391,19 @@ def smallest_failing(generated: Generated, fails: Callable, seconds: float = 3.0
     return smallest[0] if smallest else None
 
 
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread while a check runs: its tensors are tiny, and there torch's intra-op threads
+    cost more than they save (measured on a loaded 2-core machine: judging chapter 6 took 8.9 s with
+    torch's default 2 threads, 0.6 s with 1). The caller's setting is restored on the way out."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def grading() -> bool:
     """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
@@ -421,7 +438,7 @@ class Task:
             named, generated = self.cases, self.generated
             generated.key = f"{self.chapter}.{self.name}"
             self._named = named
-            self.cases = lambda: named() + [generated.build(p) for p in generated.params()]
+            self.cases = lambda: named() + generated.cases()
 
     def named_cases(self) -> list[tuple]:
         """The hand-picked test inputs only (all of them when the task has no generated ones)."""
@@ -545,7 +562,8 @@ class Task:
         own by default) are the inputs the outcomes are of; ``tried`` adds (input, output) pairs that a
         known mistake must explain too."""
         try:
-            return self._judge_all(outcomes, self.cases() if cases is None else cases, list(tried))
+            with one_thread():
+                return self._judge_all(outcomes, self.cases() if cases is None else cases, list(tried))
         except Exception as exc:  # a bug of the check itself must not cost other tasks anything
             return "error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300], None
 
@@ -590,12 +608,13 @@ class Task:
         if not callable(fn):
             print(f"❌ {self.name}: pass your function itself, e.g. {self.name}.check({self.function})")
             return
-        cases = self.cases()
-        outcomes = self._run_on(fn, cases)
-        status, reason, self._failing = self.judge(outcomes, cases)
-        self._failing_args = None
-        if status != "passed" and self._failing is not None and self._failing >= len(cases) - self._n_generated():
-            reason = self._shrunk(fn, self._tried(cases, outcomes)) or reason
+        with one_thread():
+            cases = self.cases()
+            outcomes = self._run_on(fn, cases)
+            status, reason, self._failing = self.judge(outcomes, cases)
+            self._failing_args = None
+            if status != "passed" and self._failing is not None and self._failing >= len(cases) - self._n_generated():
+                reason = self._shrunk(fn, self._tried(cases, outcomes)) or reason
         if status == "passed":
             print(f"✅ {self.name} ({self.title}): correct, {reason}.")
         else:
