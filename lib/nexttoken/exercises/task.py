@@ -10,6 +10,7 @@ A task is judged in two halves, so that the batch grader can keep them in differ
 """
 
 import contextlib
+import copy
 import dataclasses
 import inspect
 import io
@@ -302,6 +303,7 @@ class Generated:
     count: int = 20  # how many examples scripts/make_cases.py stores
     key: str = ""  # "ch05.q2", set by the Task
     _params: list | None = field(default=None, repr=False)
+    _built: list | None = field(default=None, repr=False)
 
     def params(self) -> list:
         if self._params is None:
@@ -312,8 +314,13 @@ class Generated:
         return self._params
 
     def cases(self) -> list[tuple]:
-        with one_thread():  # each builds a small model, some run it: many tiny tensor operations
-            return [self.build(p) for p in self.params()]
+        """Fresh copies of the built inputs: a build makes a small model and may run it (chapter 6's EOS
+        ids are tokens the model produces), which costs more than a copy, and the grader's judging half
+        asks for the cases twice per submission."""
+        if self._built is None:
+            with one_thread():  # many tiny tensor operations
+                self._built = [self.build(p) for p in self.params()]
+        return copy.deepcopy(self._built)
 
 
 @contextlib.contextmanager
