@@ -2,7 +2,7 @@
 # Install what the batch grader's sandbox needs, when missing: bubblewrap (bwrap), util-linux's prlimit and
 # setpriv, and libseccomp's Python binding (Debian's python3-seccomp), with which the grader builds the
 # seccomp filter it hands to bwrap. The grader's own venv does not import it: it runs Debian's
-# /usr/bin/python3 once per batch to export the filter as BPF (nexttoken.sandbox.seccomp_filter).
+# /usr/bin/python3 once per batch to export the filter as BPF (nexttoken.grading.sandbox.seccomp_filter).
 # Needs root (CI runs as root); elsewhere it says what to do, and the grader's sandbox tests skip
 # (python -m nexttoken.grade refuses to run without bwrap unless given --no-sandbox).
 set -euo pipefail

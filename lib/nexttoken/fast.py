@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .generate import generate
-from .model import Decoder, positions_from_mask
+from .model import Decoder, causal_mask, positions_from_mask
 
 
 def lay_out_for_cpu(model: nn.Module) -> nn.Module:
@@ -28,8 +28,8 @@ def lay_out_for_cpu(model: nn.Module) -> nn.Module:
     spent reading weights from memory, and how fast a matrix is read depends on how it is laid out.
     On CPU (MKL), a one-row matmul reads a matrix that widens (out >= in: qkv, the MLP's up projection,
     the LM head) faster stored (in, out), as GPT-2's Conv1D keeps it, and one that narrows (the MLP's
-    down projection) faster as nn.Linear keeps it, (out, in): by 1.2x to 1.7x on the 2-core machine
-    this was written on. ``bench/weight_layout.py`` measures both on yours.
+    down projection) faster as nn.Linear keeps it, (out, in). How much depends on the CPU:
+    ``bench/weight_layout.py`` measures both layouts on yours (bench/README.md has dated figures).
 
     Values, shapes and results are unchanged: only the memory order (the strides). The new storage is
     assigned through ``.data``, so every parameter stays the same object: an optimizer holding it, and
@@ -74,8 +74,8 @@ def onednn_linear(module: nn.Linear, x):
 
     PyTorch's x86 builds ship two matrix libraries: MKL, which ``nn.Linear`` calls, and oneDNN
     (named "mkldnn" in PyTorch). For the one-row products of a generation step oneDNN reads the
-    weights faster on some CPUs (about 1.3x per layer on the AMD machine this was written on,
-    against MKL's faster storage order); ``bench/generate_speed.py`` compares both on yours.
+    weights faster on some CPUs than MKL reads them in its faster storage order;
+    ``bench/generate_speed.py`` compares both on yours (bench/README.md has dated figures).
     Same weights, read in place: nothing is copied. The sums run in another order, so the last
     bits of the logits may differ from ``module(x)``'s, as between any two matmul kernels. The op
     has no gradient: with gradients on, this falls back to ``module(x)``.
@@ -211,10 +211,10 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
     if padded:
         mask = key_is_token[:, None, None, :]  # (B, 1, 1, keys)
         if T > 1:
-            mask = mask & torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
+            mask = mask & causal_mask(T, past, device=input_ids.device)
         is_causal = False
     elif T > 1 and past > 0:  # several new tokens after cached ones (not a step generate takes)
-        mask = torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
+        mask = causal_mask(T, past, device=input_ids.device)
         is_causal = False
 
     kv = None if cache is None else cache.kv

@@ -533,7 +533,7 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
     except SandboxError as exc:
         return str(exc)
     try:
-        probe = [sys.executable, "-c", "import nexttoken.exercises.task"]
+        probe = [sys.executable, "-c", "import nexttoken.exercises.task, nexttoken.grading.recorder"]
         cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
         result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:

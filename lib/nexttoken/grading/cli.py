@@ -1,0 +1,171 @@
+"""The command line: ``python -m nexttoken.grade`` (or ``python -m nexttoken.grading``)."""
+
+import argparse
+import os
+import queue
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from . import sandbox
+from .csvs import FIELDS, clean, clean_rows, error_row, gradebook, name_text, read_previous, write_csv
+from .notebook import grade_notebook
+from .runner import Settings
+from .submissions import Snapshots
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def parse_args(argv):
+    limits, defaults = sandbox.Limits(), Settings()  # the defaults live there, once
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    summary = sys.modules[__package__].__doc__.splitlines()[0]  # the package's docstring says it once
+    p = argparse.ArgumentParser(prog="python -m nexttoken.grade", description=summary,
+                                epilog="Use -- before the submissions when a file name may start with '-'.")
+    p.add_argument("submissions", nargs="+", type=Path)
+    p.add_argument("--out", required=True, type=Path, help="grades CSV, one row per submission and task")
+    p.add_argument("--gradebook", type=Path, help="also write one row per submission: task points and total")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in --out; grade only the rest")
+    p.add_argument("--timeout", type=positive_int, default=defaults.timeout,
+                   help=f"seconds per cell and per task's function calls (default {defaults.timeout})")
+    p.add_argument("--notebook-timeout", type=positive_int, default=defaults.notebook_timeout,
+                   help=f"seconds in all per submission, re-runs included (default {defaults.notebook_timeout})")
+    p.add_argument("--jobs", type=positive_int, default=cores,
+                   help=f"submissions graded at once, each in its own sandbox (default: the cores, {cores})")
+    p.add_argument("--memory", type=positive_int, default=limits.memory_mb,
+                   help=f"MB of address space per process (default {limits.memory_mb})")
+    p.add_argument("--total-memory", type=positive_int, default=limits.total_memory_mb,
+                   help="MB of memory of every kind per sandbox, tmpfs and kernel memory included (its "
+                        f"cgroup; default {limits.total_memory_mb})")
+    p.add_argument("--processes", type=positive_int, default=limits.processes,
+                   help=f"processes and threads per submission (default {limits.processes})")
+    p.add_argument("--file-size", type=positive_int, default=limits.file_size_mb,
+                   help=f"MB, the largest file a submission may write (default {limits.file_size_mb})")
+    p.add_argument("--cpu-time", type=positive_int, default=None,
+                   help="CPU seconds per process (default: --notebook-timeout)")
+    p.add_argument("--max-size", type=positive_int, default=defaults.max_bytes >> 20,
+                   help=f"MB, the largest submission file read (default {defaults.max_bytes >> 20})")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run submissions without bubblewrap: ONLY for trusted submissions")
+    p.add_argument("--allow-no-cgroup", action="store_true",
+                   help="grade even where no cgroup can be had (per-process limits only; see the warning)")
+    return p.parse_args(argv)
+
+
+def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] | str:
+    """The cgroups and sandbox user ids to grade with, or the message refusing to grade."""
+    if not args.no_sandbox and sandbox.bwrap_path() is None:
+        return sandbox.INSTALL_MESSAGE
+    cgroups, why = sandbox.find_cgroups()
+    if cgroups is None and not (args.allow_no_cgroup or args.no_sandbox):
+        return why
+    if cgroups is None:
+        print(f"WARNING: {why.splitlines()[0].rstrip('.')}; --allow-no-cgroup: grading with per-process limits only",
+              file=sys.stderr)
+    else:
+        print(f"limits per sandbox: {cgroups.describe()}, {limits.total_memory_mb} MB, "
+              f"{limits.processes} processes", file=sys.stderr)
+        cgroups.sweep()  # groups a killed grader left behind
+    if args.no_sandbox:
+        return cgroups, [None] * args.jobs
+    try:
+        uids = sandbox.allocate_uids(args.jobs)
+    except sandbox.SandboxError as exc:
+        return str(exc)
+    problem = sandbox.check_bwrap(limits, cgroups, uids[0])
+    return problem if problem is not None else (cgroups, uids)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 must not stop the batch
+        stream.reconfigure(errors="backslashreplace")
+    limits = sandbox.Limits(memory_mb=args.memory, total_memory_mb=args.total_memory, processes=args.processes,
+                            file_size_mb=args.file_size, cpu_s=args.cpu_time or args.notebook_timeout)
+    for target in (args.out, args.gradebook):
+        if target is not None and not target.parent.is_dir():
+            print(f"python -m nexttoken.grade: the folder of {target} does not exist", file=sys.stderr)
+            return 2
+    ready = setup(args, limits)
+    if isinstance(ready, str):
+        print(f"python -m nexttoken.grade: {ready}", file=sys.stderr)
+        return 2
+    if args.no_sandbox:
+        print("WARNING: --no-sandbox: submissions run without isolation; use it for trusted ones only",
+              file=sys.stderr)
+    cgroups, uids = ready
+    settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
+                        use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
+                        cgroups=cgroups, uids=uids)
+
+    previous = read_previous(args.out) if args.resume else []
+    done = {r["submission"] for r in previous}
+    paths = {name_text(p): p for p in args.submissions}  # in order, once each
+    todo = [name for name in paths if name not in done]
+    snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
+    graded: dict[str, list[dict]] = {}
+    slots: queue.Queue = queue.Queue()
+    for slot in range(args.jobs):
+        slots.put(slot)
+
+    def grade_one(name: str) -> list[dict]:
+        slot = slots.get()
+        try:
+            data, problem = snapshots.read(name)
+            if problem is not None:
+                return [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
+                             reason=clean(problem[1]))]
+            return clean_rows(grade_notebook(name, data, settings, slot))
+        except Exception as exc:  # a grader bug must not cost the other submissions their grades
+            return [error_row(name, exc)]
+        finally:
+            slots.put(slot)
+
+    def save() -> tuple[list[dict], bool]:
+        rows = previous + [r for name in todo if name in graded for r in graded[name]]
+        try:
+            write_csv(args.out, FIELDS, rows)
+            if args.gradebook is not None:
+                write_csv(args.gradebook, *gradebook(rows))
+        except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
+            print(f"WARNING: could not write {args.out}: {clean(exc)}", file=sys.stderr)
+            return rows, False
+        return rows, True
+
+    start = time.monotonic()
+    rows, saved = save()
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {pool.submit(grade_one, name): name for name in todo}
+            for future in as_completed(futures):
+                try:
+                    graded[futures[future]] = future.result()
+                except BaseException as exc:  # grade_one returns rows; this is a last guard
+                    graded[futures[future]] = [error_row(futures[future], exc)]
+                rows, saved = save()
+    finally:
+        snapshots.close()
+        if cgroups is not None:
+            cgroups.sweep()
+    elapsed = time.monotonic() - start
+    if not saved:
+        print(f"python -m nexttoken.grade: the grades could not be written to {args.out}", file=sys.stderr)
+        return 1
+
+    print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
+    for r in rows:
+        print(f"{Path(r['submission']).name[:40]:40s} {r['task']:10s} {r['points']:>3}/{r['max_points']:<2}  "
+              f"{r['status']}")
+    if todo:
+        print(f"graded {len(todo)} submissions in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
+              f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''})")
+    print(f"wrote {len(rows)} rows to {args.out}" + (f" and {args.gradebook}" if args.gradebook else ""))
+    return 0
