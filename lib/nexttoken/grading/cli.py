@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import sandbox
-from .csvs import FIELDS, clean, clean_rows, error_row, gradebook, name_text, read_previous, write_csv
+from .csvs import FIELDS, clean, clean_rows, error_row, gradebook, name_text, one_line, read_previous, write_csv
 from .notebook import grade_notebook
 from .runner import Settings
 from .submissions import Snapshots
@@ -22,6 +22,13 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return value
+
+
+def progress(done: int, total: int, name: str, rows: list[dict], seconds: float) -> None:
+    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status)."""
+    points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
+    score = f"{points}/{most}" if most else rows[0]["status"]
+    print(f"[{done}/{total}] {clean(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
 def parse_args(argv):
@@ -116,13 +123,16 @@ def main(argv=None):
     for slot in range(args.jobs):
         slots.put(slot)
 
+    started: dict[str, float] = {}
+
     def grade_one(name: str) -> list[dict]:
         slot = slots.get()
+        started[name] = time.monotonic()  # from its start in a slot, not from the batch's
         try:
             data, problem = snapshots.read(name)
             if problem is not None:
                 return [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
-                             reason=clean(problem[1]))]
+                             reason=one_line(clean(problem[1])), library_calls="")]
             return clean_rows(grade_notebook(name, data, settings, slot))
         except Exception as exc:  # a grader bug must not cost the other submissions their grades
             return [error_row(name, exc)]
@@ -145,12 +155,14 @@ def main(argv=None):
     try:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {pool.submit(grade_one, name): name for name in todo}
-            for future in as_completed(futures):
+            for done, future in enumerate(as_completed(futures), start=1):
+                name = futures[future]
                 try:
-                    graded[futures[future]] = future.result()
+                    graded[name] = future.result()
                 except BaseException as exc:  # grade_one returns rows; this is a last guard
-                    graded[futures[future]] = [error_row(futures[future], exc)]
+                    graded[name] = [error_row(name, exc)]
                 rows, saved = save()
+                progress(done, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
     finally:
         snapshots.close()
         if cgroups is not None:

@@ -6,7 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-FIELDS = ["submission", "task", "points", "max_points", "status", "reason"]
+# library_calls: the library functions an answer called that the exercise has it write (reported, not penalised).
+FIELDS = ["submission", "task", "points", "max_points", "status", "reason", "library_calls"]
+OLD_FIELDS = FIELDS[:6]  # a CSV written before library_calls had its column: --resume still reads it
 MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
 
 
@@ -76,9 +78,9 @@ def read_previous(path: Path) -> list[dict]:
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames != FIELDS:
+            if reader.fieldnames not in (FIELDS, OLD_FIELDS):
                 raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
-            rows = [{k: unescape(v or "") for k, v in r.items()} for r in reader]
+            rows = [{"library_calls": "", **{k: unescape(v or "") for k, v in r.items()}} for r in reader]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise SystemExit(f"--resume: {path} is not a readable grades CSV ({type(exc).__name__}: {exc})") from None
     for number, r in enumerate(rows, start=2):
@@ -92,6 +94,11 @@ def clean_rows(rows: list[dict]) -> list[dict]:
     return [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
 
 
+def one_line(text: str) -> str:
+    """A reason as one CSV line: the check's lines (summary, input, expected, got) joined by " | "."""
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def error_row(name: str, exc: BaseException) -> dict:
     return dict(submission=name, task="-", points=0, max_points=0, status="grader_error",
-                reason=clean(f"{type(exc).__name__}: {exc}")[:MAX_REASON])
+                reason=one_line(clean(f"{type(exc).__name__}: {exc}"))[:MAX_REASON], library_calls="")

@@ -4,8 +4,8 @@ crashes is skipped in the next run, a task that does is charged alone), then one
 import time
 
 from ..exercises import CHAPTERS, chapter
-from .csvs import MAX_REASON, clean
-from .judge import judge
+from .csvs import MAX_REASON, clean, one_line
+from .judge import judge, library_calls
 from .runner import RunResult, Settings, Stop, run_once
 
 NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
@@ -34,12 +34,13 @@ def notebook_problem(run: RunResult) -> tuple[str, str] | None:
 def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[dict]:
     """Rows for one submission (``name`` as in the CSV, ``data`` its snapshot); never raises for a bad
     submission."""
-    def row(task, points, max_points, status, reason):
+    def row(task, points, max_points, status, reason, library=""):
         return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
-                    reason=clean(reason)[:MAX_REASON])
+                    reason=one_line(clean(reason))[:MAX_REASON], library_calls=clean(library))
 
     chapter_name, tasks = None, {}
     results: dict[str, tuple[str, str]] = {}
+    calls: dict[str, str] = {}  # task name -> the library_calls column
     cell_errors: dict[int, str] = {}
     skip: dict[int, str] = {}  # code cells that hung or crashed: skipped in later runs
     pending: list[str] = []
@@ -58,6 +59,7 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
         for task_name in pending:
             if task_name in run.records:
                 results[task_name] = judge(tasks[task_name], run.records[task_name])
+                calls[task_name] = library_calls(run.records[task_name])
         pending = [task_name for task_name in pending if task_name not in results]
         if not pending:
             break
@@ -101,5 +103,5 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
         if status in ("missing", "error") and notes:
             reason += f" ({notes[0]})"
         rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
-                        status, reason))
+                        status, reason, calls.get(task_name, "")))
     return rows
