@@ -216,3 +216,15 @@ def test_groups_a_killed_grader_left_are_swept(monkeypatch):
         sleeper.kill()
         left.remove(wait_s=0)
         mine.remove(wait_s=0)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup_sandbox.sh)")
+def test_where_bubblewrap_cannot_make_namespaces_the_refusal_names_no_sandbox(monkeypatch):
+    """An unprivileged container: bwrap starts but cannot create its namespaces (stood in for here)."""
+    refused = subprocess.CompletedProcess([], 1, "", "bwrap: No permissions to creating new namespace")
+    sandbox.seccomp_filter()  # built (and kept) before the stand-in replaces subprocess.run
+    monkeypatch.setattr(sandbox.subprocess, "run", lambda *a, **k: refused)
+    uid = sandbox.FIRST_UID if os.geteuid() == 0 else None  # a root grader must name one (not used here)
+    message = sandbox.check_bwrap(sandbox.Limits(), None, uid)
+    assert "cannot create its namespaces" in message and "--no-sandbox" in message
+    assert "one submission only" in message

@@ -1,6 +1,7 @@
 """The command line: ``python -m nexttoken.grade`` (or ``python -m nexttoken.grading``)."""
 
 import argparse
+import json
 import os
 import queue
 import sys
@@ -9,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import sandbox
-from .csvs import FIELDS, clean, clean_rows, error_row, gradebook, name_text, one_line, read_previous, write_csv
+from . import exports
+from .csvs import FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, write_csv
 from .notebook import grade_notebook
 from .runner import Settings
 from .submissions import Snapshots
@@ -29,6 +31,24 @@ def progress(done: int, total: int, name: str, rows: list[dict], seconds: float)
     points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
     score = f"{points}/{most}" if most else rows[0]["status"]
     print(f"[{done}/{total}] {clean(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
+def write_exports(args, rows: list[dict], roster: list[dict] | None) -> None:
+    """Canvas, Gradescope and the feedback files, from the same rows as grades.csv."""
+    if args.canvas is not None:
+        write_csv(args.canvas, *exports.canvas(rows, roster, args.assignment))
+    by_submission = exports.per_submission(rows)
+    keys = exports.file_keys(list(by_submission), roster)
+    for folder in (args.gradescope, args.feedback):
+        if folder is not None:
+            folder.mkdir(exist_ok=True)
+    for name, mine in by_submission.items():
+        if args.gradescope is not None:
+            (args.gradescope / keys[name]).mkdir(exist_ok=True)
+            exports.write_text(args.gradescope / keys[name] / "results.json",
+                               json.dumps(exports.gradescope_results(mine), indent=2) + "\n")
+        if args.feedback is not None:
+            exports.write_text(args.feedback / f"{keys[name]}.md", exports.feedback(name, mine))
 
 
 def parse_args(argv):
@@ -60,11 +80,23 @@ def parse_args(argv):
                    help="CPU seconds per process (default: --notebook-timeout)")
     p.add_argument("--max-size", type=positive_int, default=defaults.max_bytes >> 20,
                    help=f"MB, the largest submission file read (default {defaults.max_bytes >> 20})")
+    p.add_argument("--roster", type=Path, help="CSV of the class: file (a file name or pattern such as s12_*.ipynb), "
+                   "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; every row "
+                   "then carries its student, and the gradebook has one row per student")
+    p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
+    p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
+    p.add_argument("--gradescope", type=Path, help="also write DIR/<student or file>/results.json (Gradescope)")
+    p.add_argument("--github-classroom", action="store_true",
+                   help="print only the GitHub Classroom runner result (base64 JSON) on stdout, nothing on stderr")
+    p.add_argument("--feedback", type=Path, help="also write DIR/<student or file>.md, one per submission")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without bubblewrap: ONLY for trusted submissions")
     p.add_argument("--allow-no-cgroup", action="store_true",
                    help="grade even where no cgroup can be had (per-process limits only; see the warning)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.canvas is not None and (args.roster is None or not args.assignment):
+        p.error("--canvas needs --roster (Canvas's student ids) and --assignment \"NAME (ID)\"")
+    return args
 
 
 def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] | str:
@@ -97,10 +129,17 @@ def main(argv=None):
         stream.reconfigure(errors="backslashreplace")
     limits = sandbox.Limits(memory_mb=args.memory, total_memory_mb=args.total_memory, processes=args.processes,
                             file_size_mb=args.file_size, cpu_s=args.cpu_time or args.notebook_timeout)
-    for target in (args.out, args.gradebook):
+    for target in (args.out, args.gradebook, args.canvas, args.gradescope, args.feedback):
         if target is not None and not target.parent.is_dir():
             print(f"python -m nexttoken.grade: the folder of {target} does not exist", file=sys.stderr)
             return 2
+    try:
+        roster = exports.read_roster(args.roster) if args.roster is not None else None
+    except exports.RosterError as exc:
+        print(f"python -m nexttoken.grade: {exc}", file=sys.stderr)
+        return 2
+    if args.github_classroom:  # the reporter's payload alone on stdout, and nothing on stderr
+        sys.stderr = open(os.devnull, "w")
     ready = setup(args, limits)
     if isinstance(ready, str):
         print(f"python -m nexttoken.grade: {ready}", file=sys.stderr)
@@ -132,7 +171,7 @@ def main(argv=None):
             data, problem = snapshots.read(name)
             if problem is not None:
                 return [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
-                             reason=one_line(clean(problem[1])), library_calls="")]
+                             reason=clean(problem[1]), library_calls="")]
             return clean_rows(grade_notebook(name, data, settings, slot))
         except Exception as exc:  # a grader bug must not cost the other submissions their grades
             return [error_row(name, exc)]
@@ -142,9 +181,13 @@ def main(argv=None):
     def save() -> tuple[list[dict], bool]:
         rows = previous + [r for name in todo if name in graded for r in graded[name]]
         try:
-            write_csv(args.out, FIELDS, rows)
+            if roster is None:
+                write_csv(args.out, FIELDS, rows)
+            else:
+                write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster))
             if args.gradebook is not None:
-                write_csv(args.gradebook, *gradebook(rows))
+                write_csv(args.gradebook, *(gradebook(rows) if roster is None
+                                            else exports.student_gradebook(rows, roster)))
         except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
             print(f"WARNING: could not write {args.out}: {clean(exc)}", file=sys.stderr)
             return rows, False
@@ -155,14 +198,14 @@ def main(argv=None):
     try:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {pool.submit(grade_one, name): name for name in todo}
-            for done, future in enumerate(as_completed(futures), start=1):
+            for count, future in enumerate(as_completed(futures), start=1):
                 name = futures[future]
                 try:
                     graded[name] = future.result()
                 except BaseException as exc:  # grade_one returns rows; this is a last guard
                     graded[name] = [error_row(name, exc)]
                 rows, saved = save()
-                progress(done, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
+                progress(count, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
     finally:
         snapshots.close()
         if cgroups is not None:
@@ -172,6 +215,14 @@ def main(argv=None):
         print(f"python -m nexttoken.grade: the grades could not be written to {args.out}", file=sys.stderr)
         return 1
 
+    try:
+        write_exports(args, rows, roster)
+    except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
+        print(f"python -m nexttoken.grade: the exports could not be written: {clean(exc)}", file=sys.stderr)
+        return 1
+    if args.github_classroom:
+        print(exports.github_classroom(rows))
+        return 0
     print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
     for r in rows:
         print(f"{Path(r['submission']).name[:40]:40s} {r['task']:10s} {r['points']:>3}/{r['max_points']:<2}  "

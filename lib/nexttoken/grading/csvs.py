@@ -9,6 +9,7 @@ from pathlib import Path
 # library_calls: the library functions an answer called that the exercise has it write (reported, not penalised).
 FIELDS = ["submission", "task", "points", "max_points", "status", "reason", "library_calls"]
 OLD_FIELDS = FIELDS[:6]  # a CSV written before library_calls had its column: --resume still reads it
+IDENTITY = ["student_id", "name", "roster_status"]  # the columns grades.csv gains with --roster (exports.py)
 MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
 
 
@@ -49,7 +50,9 @@ def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
             writer = csv.writer(f)
             writer.writerow(header)
             for r in rows:
-                writer.writerow([escape(clean(r.get(h, ""))) for h in header])
+                # A reason keeps its lines for the feedback files; in a CSV it is one line.
+                writer.writerow([escape(one_line(clean(r.get(h, ""))) if h == "reason" else clean(r.get(h, "")))
+                                 for h in header])
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -78,9 +81,11 @@ def read_previous(path: Path) -> list[dict]:
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames not in (FIELDS, OLD_FIELDS):
+            if reader.fieldnames not in (FIELDS, OLD_FIELDS, FIELDS + IDENTITY):
                 raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
-            rows = [{"library_calls": "", **{k: unescape(v or "") for k, v in r.items()}} for r in reader]
+            # The roster's columns and its missing_submission rows are made again from --roster at each save.
+            rows = [{"library_calls": "", **{k: unescape(v or "") for k, v in r.items() if k not in IDENTITY}}
+                    for r in reader if r.get("roster_status") != "missing_submission"]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise SystemExit(f"--resume: {path} is not a readable grades CSV ({type(exc).__name__}: {exc})") from None
     for number, r in enumerate(rows, start=2):

@@ -4,7 +4,7 @@ crashes is skipped in the next run, a task that does is charged alone), then one
 import time
 
 from ..exercises import CHAPTERS, chapter
-from .csvs import MAX_REASON, clean, one_line
+from .csvs import MAX_REASON, clean
 from .judge import judge, library_calls
 from .runner import RunResult, Settings, Stop, run_once
 
@@ -36,7 +36,7 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
     submission."""
     def row(task, points, max_points, status, reason, library=""):
         return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
-                    reason=one_line(clean(reason))[:MAX_REASON], library_calls=clean(library))
+                    reason=clean(reason)[:MAX_REASON], library_calls=clean(library))
 
     chapter_name, tasks = None, {}
     results: dict[str, tuple[str, str]] = {}
