@@ -155,3 +155,40 @@ def test_one_run_writes_every_export_and_each_agrees_with_the_csv(tmp_path):
     assert classroom.returncode == 0 and classroom.stderr == ""
     payload = json.loads(base64.b64decode(classroom.stdout.strip()))
     assert payload["max_score"] == 4 and sum(t["score"] for t in payload["tests"]) == points["b2"]
+
+
+def test_shard_is_k_of_n():
+    from nexttoken.grading.cli import shard
+
+    assert shard("2/8") == (2, 8)
+    for bad in ("0/3", "4/3", "a/b", "3"):
+        with pytest.raises(Exception, match="expected K/N"):
+            shard(bad)
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_shards_merged_equal_one_run(tmp_path):
+    names = []
+    for i, cells in enumerate([CH02_GOOD.values(), [CH02_GOOD["causal_mask"]], ["x = 1"]]):
+        names.append(notebook(tmp_path / f"s{i}.ipynb", HEADER, *cells).name)
+    roster = write_roster(tmp_path, "file,student_id,name\ns0.ipynb,a,A\ns1.ipynb,b,B\ns2.ipynb,c,C\nz.ipynb,d,D\n")
+    common = ["--roster", str(roster)]
+
+    def grade(*args):
+        done = subprocess.run([sys.executable, "-m", "nexttoken.grade", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    grade("--out", "one.csv", "--gradebook", "one_book.csv", *common, "--", *names)
+    grade("--out", "part1.csv", "--shard", "1/2", *common, "--", *names)
+    grade("--out", "part2.csv", "--shard", "2/2", *common, "--", *names)
+    parts = [(tmp_path / f"part{k}.csv").read_text() for k in (1, 2)]
+    assert "s0.ipynb" in parts[0] and "s2.ipynb" in parts[0] and "s1.ipynb" in parts[1]  # every 2nd, sorted
+    grade("merge", "part1.csv", "part2.csv", "--out", "merged.csv", "--gradebook", "merged_book.csv", *common)
+    assert (tmp_path / "merged.csv").read_text() == (tmp_path / "one.csv").read_text()
+    assert (tmp_path / "merged_book.csv").read_text() == (tmp_path / "one_book.csv").read_text()
+    again = subprocess.run([sys.executable, "-m", "nexttoken.grade", "merge", "part1.csv", "part1.csv", "--out",
+                            "x.csv"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "is graded in both" in again.stderr

@@ -33,6 +33,51 @@ def progress(done: int, total: int, name: str, rows: list[dict], seconds: float)
     print(f"[{done}/{total}] {clean(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
+def write_grades(args, rows: list[dict], roster: list[dict] | None) -> list[dict]:
+    """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
+    each submission's tasks in order), so that merged shards give exactly what one run writes."""
+    rows = sorted(rows, key=lambda r: r["submission"])
+    if roster is None:
+        write_csv(args.out, FIELDS, rows)
+    else:
+        write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster))
+    if args.gradebook is not None:
+        write_csv(args.gradebook, *(gradebook(rows) if roster is None else exports.student_gradebook(rows, roster)))
+    return rows
+
+
+def merge(argv) -> int:
+    """``python -m nexttoken.grade merge PART.csv [...] --out grades.csv [exports]``."""
+    p = argparse.ArgumentParser(prog="python -m nexttoken.grade merge",
+                                description="Join the grades CSVs of --shard runs into what one run writes.")
+    p.add_argument("parts", nargs="+", type=Path, help="the grades CSVs of the shards (--out of each)")
+    p.add_argument("--out", required=True, type=Path, help="the merged grades CSV")
+    p.add_argument("--gradebook", type=Path, help="also write the gradebook, as one run would")
+    add_export_arguments(p)
+    args = p.parse_args(argv)
+    check_export_arguments(p, args)
+    if args.github_classroom:
+        p.error("--github-classroom reports one runner's submissions: use it on a grading run, not a merge")
+    rows, owner = [], {}
+    try:
+        roster = exports.read_roster(args.roster) if args.roster is not None else None
+        for number, part in enumerate(args.parts):
+            if not part.is_file():
+                raise ValueError(f"{part} does not exist")
+            for r in read_previous(part):
+                first = owner.setdefault(r["submission"], number)
+                if first != number:  # two shards graded it (or one CSV was given twice)
+                    raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
+                rows.append(r)
+    except (ValueError, exports.RosterError) as exc:
+        print(f"python -m nexttoken.grade merge: {exc}", file=sys.stderr)
+        return 2
+    rows = write_grades(args, rows, roster)
+    write_exports(args, rows, roster)
+    print(f"merged {len(args.parts)} CSVs: {len(owner)} submissions, {len(rows)} rows, into {args.out}")
+    return 0
+
+
 def write_exports(args, rows: list[dict], roster: list[dict] | None) -> None:
     """Canvas, Gradescope and the feedback files, from the same rows as grades.csv."""
     if args.canvas is not None:
@@ -49,6 +94,30 @@ def write_exports(args, rows: list[dict], roster: list[dict] | None) -> None:
                                json.dumps(exports.gradescope_results(mine), indent=2) + "\n")
         if args.feedback is not None:
             exports.write_text(args.feedback / f"{keys[name]}.md", exports.feedback(name, mine))
+
+
+def shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N (e.g. 2/8), got {text!r}")
+    return int(k), int(n)
+
+
+def add_export_arguments(p) -> None:
+    p.add_argument("--roster", type=Path, help="CSV of the class: file (a file name or pattern such as s12_*.ipynb), "
+                   "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; every row "
+                   "then carries its student, and the gradebook has one row per student")
+    p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
+    p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
+    p.add_argument("--gradescope", type=Path, help="also write DIR/<student or file>/results.json (Gradescope)")
+    p.add_argument("--github-classroom", action="store_true",
+                   help="print only the GitHub Classroom runner result (base64 JSON) on stdout, nothing on stderr")
+    p.add_argument("--feedback", type=Path, help="also write DIR/<student or file>.md, one per submission")
+
+
+def check_export_arguments(p, args) -> None:
+    if args.canvas is not None and (args.roster is None or not args.assignment):
+        p.error("--canvas needs --roster (Canvas's student ids) and --assignment \"NAME (ID)\"")
 
 
 def parse_args(argv):
@@ -80,22 +149,15 @@ def parse_args(argv):
                    help="CPU seconds per process (default: --notebook-timeout)")
     p.add_argument("--max-size", type=positive_int, default=defaults.max_bytes >> 20,
                    help=f"MB, the largest submission file read (default {defaults.max_bytes >> 20})")
-    p.add_argument("--roster", type=Path, help="CSV of the class: file (a file name or pattern such as s12_*.ipynb), "
-                   "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; every row "
-                   "then carries its student, and the gradebook has one row per student")
-    p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
-    p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
-    p.add_argument("--gradescope", type=Path, help="also write DIR/<student or file>/results.json (Gradescope)")
-    p.add_argument("--github-classroom", action="store_true",
-                   help="print only the GitHub Classroom runner result (base64 JSON) on stdout, nothing on stderr")
-    p.add_argument("--feedback", type=Path, help="also write DIR/<student or file>.md, one per submission")
+    add_export_arguments(p)
+    p.add_argument("--shard", type=shard, help="K/N: grade only the K-th of N slices of the submissions (sorted "
+                   "by name, every N-th from the K-th); 'python -m nexttoken.grade merge' joins the CSVs")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without bubblewrap: ONLY for trusted submissions")
     p.add_argument("--allow-no-cgroup", action="store_true",
                    help="grade even where no cgroup can be had (per-process limits only; see the warning)")
     args = p.parse_args(argv)
-    if args.canvas is not None and (args.roster is None or not args.assignment):
-        p.error("--canvas needs --roster (Canvas's student ids) and --assignment \"NAME (ID)\"")
+    check_export_arguments(p, args)
     return args
 
 
@@ -124,6 +186,9 @@ def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] |
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["merge"]:  # a submission named "merge" is graded with "-- merge"
+        return merge(argv[1:])
     args = parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 must not stop the batch
         stream.reconfigure(errors="backslashreplace")
@@ -155,6 +220,9 @@ def main(argv=None):
     previous = read_previous(args.out) if args.resume else []
     done = {r["submission"] for r in previous}
     paths = {name_text(p): p for p in args.submissions}  # in order, once each
+    if args.shard is not None:  # every N-th of the sorted names, from the K-th: the same slices on any machine
+        k, n = args.shard
+        paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
     todo = [name for name in paths if name not in done]
     snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
     graded: dict[str, list[dict]] = {}
@@ -181,13 +249,7 @@ def main(argv=None):
     def save() -> tuple[list[dict], bool]:
         rows = previous + [r for name in todo if name in graded for r in graded[name]]
         try:
-            if roster is None:
-                write_csv(args.out, FIELDS, rows)
-            else:
-                write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster))
-            if args.gradebook is not None:
-                write_csv(args.gradebook, *(gradebook(rows) if roster is None
-                                            else exports.student_gradebook(rows, roster)))
+            rows = write_grades(args, rows, roster)
         except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
             print(f"WARNING: could not write {args.out}: {clean(exc)}", file=sys.stderr)
             return rows, False
