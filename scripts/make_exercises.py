@@ -7,7 +7,7 @@ In each solution notebook, the lines between ``### BEGIN SOLUTION`` and ``### EN
 stub that raises NotImplementedError. The exercises are stored as written here, with no outputs and no
 execution counts (do not execute them in place; ``--check`` fails if they hold outputs): a learner who
 opens one, in JupyterLab, on Colab or as a file, sees the tasks and empty functions, not a column of
-stored failures, and a notebook with no output needs no trust. The cells that run a check are tagged
+stored failures (and no stored output that would need trusting). The cells that run a check are tagged
 ``remove-output``: the website, which executes every notebook, shows no failure either. nbval runs every
 cell in a fresh kernel and fails if one raises (a cell stored unrun has no output to compare);
 tests/test_exercises.py runs each exercise's cells and asserts what a learner sees: one ❌ line per
