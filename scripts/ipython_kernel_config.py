@@ -5,8 +5,9 @@
 # ipykernel 7.4 logs "Kernel is running over TCP without encryption ..." at every start on a TCP transport
 # without CurveZMQ keys, whatever the address, and none of the clients here (nbval, nbclient, Jupyter Book)
 # provisions keys. Their kernels listen on 127.0.0.1 (jupyter_client's default ip), which only this
-# machine reaches, so the warning says nothing here and drowned out real ones (16 per test run). This drops
-# that one message; every other log line of the kernel, and every warning code writes to a cell, stays.
+# machine reaches, so the warning says nothing here and drowned out real ones (issue 27 counted 16 in a
+# test run). This drops that one message; every other log line of the kernel, and every warning code
+# writes to a cell, stays.
 import logging
 
 
