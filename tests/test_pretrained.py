@@ -10,6 +10,9 @@ import torch
 import nexttoken
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+# The corpus is public domain but not in the repository (README, "Training the default model").
+NO_CORPUS = ("needs the Tiny Shakespeare corpus at ../shared/data/tinyshakespeare.txt (next to the repository), "
+             "e.g. karpathy/char-rnn's data/tinyshakespeare/input.txt")
 FOLDER = resources.files("nexttoken").joinpath("pretrained")
 
 
@@ -39,7 +42,7 @@ def test_shipped_figures_meet_the_quality_bar():
 
 
 @pytest.mark.slow  # 50 samples of up to 256 tokens and a validation pass: about 20 s idle
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
+@pytest.mark.skipif(not CORPUS.exists(), reason=NO_CORPUS)
 def test_shipped_figures_reproduce_from_the_weights_and_the_corpus(tmp_path):
     from nexttoken.training.evaluate import main
 
@@ -52,7 +55,7 @@ def test_shipped_figures_reproduce_from_the_weights_and_the_corpus(tmp_path):
     assert fresh["eos_rate_t0.8_256"] == pytest.approx(shipped["eos_rate_t0.8_256"], abs=0.06)
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
+@pytest.mark.skipif(not CORPUS.exists(), reason=NO_CORPUS)
 def test_training_data_split_and_end_of_text():
     from nexttoken.training.data import load_corpus, split_speeches
 
