@@ -167,8 +167,9 @@ class CausalSelfAttention(nn.Module):
         which does not return the weights, and returns None for them (same output up to rounding).
         ``rotary``: the (cos, sin) of ``rotary_angles`` for rotary positions, or None (learned positions).
         """
-        kv_width = self.n_kv_heads * self.head_dim
-        q, k, v = (self.split_heads(t) for t in self.qkv(x).split([x.shape[-1], kv_width, kv_width], -1))
+        # One product for all heads, (B, all heads, T, head_dim) by one view, then split by head: the
+        # n_heads query heads, the n_kv_heads key heads, the n_kv_heads value heads.
+        q, k, v = self.split_heads(self.qkv(x)).split([self.n_heads, self.n_kv_heads, self.n_kv_heads], dim=1)
         if rotary is not None:  # keys are cached already turned: a past key never turns again
             q, k = rotate(q, *rotary), rotate(k, *rotary)
         if cache is not None:
