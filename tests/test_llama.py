@@ -160,10 +160,19 @@ def test_a_rope_model_saves_and_loads(tmp_path):
         assert torch.equal(again(x), model(x))
 
 
-def test_the_fast_path_refuses_rotary_models_clearly():
-    model = nexttoken.from_hf_llama(random_hf_llama(10))
-    with pytest.raises(ValueError, match="learned positions and n_kv_heads == n_heads only"):
-        nexttoken.fast.prepare(model)
+@pytest.mark.parametrize("n_kv_head", [6, 2, 1], ids=["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("onednn", [None, False], ids=["default", "torch-matmul"])
+def test_the_fast_path_gives_the_plain_loops_tokens_on_rotary_grouped_models(n_kv_head, onednn):
+    """The fast path runs the model's own blocks: rotary positions and grouped-query attention included,
+    with left padding (positions from the running count) and a batch."""
+    model = nexttoken.from_hf_llama(random_hf_llama(10, n_kv_head=n_kv_head))
+    ids = torch.tensor([[0, 0, 5, 9, 2], [7, 3, 8, 1, 4]])
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    expected = nexttoken.generate(model, ids, 12, attention_mask=mask)
+    fast = nexttoken.fast.prepare(model, onednn=onednn)
+    assert fast.generate(ids, 12, attention_mask=mask).tolist() == expected.tolist()
+    one = torch.tensor([[5, 9, 2]])
+    assert fast.generate(one, 8).tolist() == nexttoken.generate(model, one, 8).tolist()
 
 
 def test_a_missing_gguf_file_names_the_set_up_command(tmp_path):

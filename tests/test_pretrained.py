@@ -10,6 +10,9 @@ import torch
 import nexttoken
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+# The corpus is public domain but not in the repository (README, "Training the default model").
+NO_CORPUS = ("needs the Tiny Shakespeare corpus at ../shared/data/tinyshakespeare.txt (next to the repository), "
+             "e.g. karpathy/char-rnn's data/tinyshakespeare/input.txt")
 FOLDER = resources.files("nexttoken").joinpath("pretrained")
 
 
@@ -39,9 +42,9 @@ def test_shipped_figures_meet_the_quality_bar():
 
 
 @pytest.mark.slow  # 50 samples of up to 256 tokens and a validation pass: about 20 s idle
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
+@pytest.mark.skipif(not CORPUS.exists(), reason=NO_CORPUS)
 def test_shipped_figures_reproduce_from_the_weights_and_the_corpus(tmp_path):
-    from nexttoken.evaluate import main
+    from nexttoken.training.evaluate import main
 
     out = tmp_path / "figures.json"
     main(["--corpus", str(CORPUS), "--json", str(out)])
@@ -52,9 +55,9 @@ def test_shipped_figures_reproduce_from_the_weights_and_the_corpus(tmp_path):
     assert fresh["eos_rate_t0.8_256"] == pytest.approx(shipped["eos_rate_t0.8_256"], abs=0.06)
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/data/tinyshakespeare.txt")
+@pytest.mark.skipif(not CORPUS.exists(), reason=NO_CORPUS)
 def test_training_data_split_and_end_of_text():
-    from nexttoken.data import load_corpus, split_speeches
+    from nexttoken.training.data import load_corpus, split_speeches
 
     train, valid = load_corpus(CORPUS)
     speeches = split_speeches(CORPUS.read_text())
@@ -67,7 +70,7 @@ def test_train_command_runs_a_few_steps(tmp_path):
     """The training entry point end to end on a tiny corpus written here (seeded, writes all outputs)."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(f"A{i}:\nto be or not to be, that is question {i}" for i in range(60)))
-    from nexttoken.train import main
+    from nexttoken.training.train import main
 
     main(["--corpus", str(corpus), "--out", str(tmp_path / "run"), "--d-model", "16", "--n-layers", "1",
           "--n-heads", "2", "--context-length", "16", "--batch-size", "4", "--steps", "3", "--eval-every", "3"])
@@ -84,7 +87,7 @@ def test_recipe_is_its_phases_run_by_hand(tmp_path):
     corpus.write_text("\n\n".join(f"A{i}:\nto be or not to be, that is question {i}" for i in range(60)))
     from safetensors.torch import load_file
 
-    from nexttoken.train import RECIPES, main
+    from nexttoken.training.train import RECIPES, main
 
     main(["--recipe", "smoke", "--corpus", str(corpus), "--out", str(tmp_path / "recipe")])
     first, second = RECIPES["smoke"]
@@ -106,7 +109,7 @@ def test_recipe_is_its_phases_run_by_hand(tmp_path):
 
 
 def test_recipe_refuses_options_it_fixes(capsys):
-    from nexttoken.train import main
+    from nexttoken.training.train import main
 
     with pytest.raises(SystemExit):
         main(["--recipe", "default", "--corpus", "x", "--out", "y", "--lr", "1"])
@@ -120,7 +123,7 @@ def test_the_shipped_model_was_made_by_the_default_recipe():
     """metrics.json records `--recipe default`, and each phase ran exactly that phase's options."""
     import shlex
 
-    from nexttoken.train import ARCHITECTURE_ARGS, RECIPES, parse_args
+    from nexttoken.training.train import ARCHITECTURE_ARGS, RECIPES, parse_args
 
     metrics = json.loads(resources.files("nexttoken").joinpath("pretrained", "metrics.json").read_text())
     assert metrics["command"].startswith("python -m nexttoken.train --recipe default ")

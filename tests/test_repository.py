@@ -5,6 +5,7 @@ import shutil
 
 import nbformat
 import pytest
+import yaml
 from helpers import INSTALL_LINE, ROOT, learner_notebooks, repository_url, toc_notebooks
 
 
@@ -51,6 +52,7 @@ def test_set_repository_changes_the_config_and_every_install_cell(tmp_path):
     changed = module.set_repository(new, root=tmp_path)
     assert len(changed) == 1 + len(copies)
     assert f"url: {new}\n" in (tmp_path / "_config.yml").read_text()
+    assert buttons(tmp_path / "_config.yml") == (True, "https://colab.research.google.com")  # shown after
     assert not install_problems(copies, new)
     assert all(repository_url() not in p.read_text() for p in copies)
 
@@ -63,3 +65,21 @@ def test_set_repository_changes_the_config_and_every_install_cell(tmp_path):
 def test_set_repository_refuses_what_is_not_a_repository_address(url, tmp_path):
     with pytest.raises(ValueError, match="url must look like https://github.com/OWNER/REPO"):
         load_set_repository().set_repository(url, root=tmp_path)
+
+
+def buttons(config_path) -> tuple[bool, str]:
+    """(GitHub button shown, Colab URL) as Jupyter Book reads them from a _config.yml."""
+    config = yaml.safe_load(config_path.read_text())
+    return config["html"]["use_repository_button"], config["launch_buttons"]["colab_url"]
+
+
+def test_the_buttons_are_hidden_while_the_address_is_the_placeholder(tmp_path):
+    """The placeholder's GitHub and Colab buttons would lead nowhere: off for it, on for any other address."""
+    module = load_set_repository()
+    placeholder = repository_url() == module.PLACEHOLDER
+    assert buttons(ROOT / "_config.yml") == ((False, "") if placeholder else (True, module.COLAB))
+    shutil.copy2(ROOT / "_config.yml", tmp_path / "_config.yml")
+    module.set_repository(module.PLACEHOLDER, root=tmp_path)
+    assert buttons(tmp_path / "_config.yml") == (False, "")
+    module.set_repository("https://github.com/someone/their-course", root=tmp_path)
+    assert buttons(tmp_path / "_config.yml") == (True, module.COLAB)

@@ -1,7 +1,7 @@
 """The sandbox command mounts the Python installation and the package after its private /tmp, so that a
 checkout or virtual environment under /tmp stays visible inside (bwrap applies mounts in order)."""
 
-from nexttoken import sandbox
+from nexttoken.grading import sandbox
 
 
 def test_package_binds_come_after_the_private_tmp(monkeypatch):
@@ -111,7 +111,7 @@ def test_the_sandbox_denies_the_kernel_and_ends_from_outside(monkeypatch, instru
 
 @needs_root_and_bwrap
 def test_sandbox_uids_are_free_on_the_host_and_never_shared_by_two_graders():
-    holder = subprocess.Popen([sys.executable, "-c", "import time\nfrom nexttoken import sandbox\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import time\nfrom nexttoken.grading import sandbox\n"
                                "print(sandbox.allocate_uids(2), flush=True)\ntime.sleep(60)"],
                               stdout=subprocess.PIPE, text=True)
     squatter = None
@@ -119,7 +119,7 @@ def test_sandbox_uids_are_free_on_the_host_and_never_shared_by_two_graders():
         held = ast.literal_eval(holder.stdout.readline())
         squatter = subprocess.Popen([shutil.which("setpriv"), f"--reuid={max(held) + 1}", "--", "sleep", "60"])
         time.sleep(0.5)  # a host process runs as the next uid
-        mine = subprocess.run([sys.executable, "-c", "from nexttoken import sandbox\n"
+        mine = subprocess.run([sys.executable, "-c", "from nexttoken.grading import sandbox\n"
                                "print(sandbox.allocate_uids(2))"], capture_output=True, text=True, timeout=60)
         mine = ast.literal_eval(mine.stdout)
         assert len(mine) == 2 and not set(mine) & set(held) and max(held) + 1 not in mine
@@ -216,3 +216,15 @@ def test_groups_a_killed_grader_left_are_swept(monkeypatch):
         sleeper.kill()
         left.remove(wait_s=0)
         mine.remove(wait_s=0)
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup_sandbox.sh)")
+def test_where_bubblewrap_cannot_make_namespaces_the_refusal_names_no_sandbox(monkeypatch):
+    """An unprivileged container: bwrap starts but cannot create its namespaces (stood in for here)."""
+    refused = subprocess.CompletedProcess([], 1, "", "bwrap: No permissions to creating new namespace")
+    sandbox.seccomp_filter()  # built (and kept) before the stand-in replaces subprocess.run
+    monkeypatch.setattr(sandbox.subprocess, "run", lambda *a, **k: refused)
+    uid = sandbox.FIRST_UID if os.geteuid() == 0 else None  # a root grader must name one (not used here)
+    message = sandbox.check_bwrap(sandbox.Limits(), None, uid)
+    assert "cannot create its namespaces" in message and "--no-sandbox" in message
+    assert "one submission only" in message

@@ -12,8 +12,13 @@ driven through chromedriver (selenium), opens every page listed in ``_toc.yml``.
 - math is typeset: every ``.math`` element holds MathJax output (``mjx-container``), no MathJax error,
   and no raw ``$$`` / ``\\[`` / ``\\(`` left in the text;
 - no error traceback (except in cells tagged ``raises-exception``);
-- a notebook page has an "Open in Colab" link to its own notebook on GitHub, and a Colab link never
-  points at anything but a notebook of the repository.
+- while ``repository.url`` is the placeholder (``scripts/set_repository.py``), no GitHub or Colab button;
+  once it is real, a notebook page has an "Open in Colab" link to its own notebook on GitHub, and a
+  Colab link never points at anything but a notebook of the repository;
+- one search box; no Colab install cell (it runs only on Colab); no code or output block wider than its
+  column (long lines wrap); a chapter's answers folded in ``<details>``.
+
+Chapter 5's streamed tokens show as printed, on one line (``test_streamed_tokens_show_as_printed``).
 
 A full-page screenshot of every page is saved in ``_build/screenshots/`` (kept after the test).
 
@@ -48,6 +53,8 @@ MAX_SCREENSHOT_HEIGHT = 16000
 
 
 PAGES = toc_pages()
+PLACEHOLDER = "https://github.com/nexttoken-course/autoregressive-generation"  # scripts/set_repository.py
+BUTTONS = bool(CONFIG["html"].get("use_repository_button")) or bool(CONFIG["launch_buttons"].get("colab_url"))
 
 
 def expected_colab_url(notebook: str) -> str:
@@ -175,6 +182,15 @@ Promise.all([mathjax, ...images]).then(() => document.fonts.ready)
 INSPECT_PAGE = """
 const main = document.querySelector('main#main-content') || document.querySelector('main');
 const box = el => { const r = el.getBoundingClientRect(); return [r.width, r.height]; };
+const visible = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0
+    && getComputedStyle(el).visibility !== 'hidden'; };
+// as the page opens, before anything is unfolded
+const searches = Array.from(document.querySelectorAll('.search-button-field, input[type=search]')).filter(visible).length;
+const details = Array.from(document.querySelectorAll('article details'));
+const folded = details.filter(d => !d.open && d.querySelector('summary')).length;
+const wide = Array.from(document.querySelectorAll('article pre')).filter(visible)
+    .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.textContent.split('\\n')[0].slice(0, 80));
+const code = Array.from(document.querySelectorAll('article .cell pre')).map(p => p.textContent).join('\\n');
 const nav = document.querySelector('.bd-sidebar-primary nav.bd-links');
 const sidebar = nav ? Array.from(nav.querySelectorAll('a.reference.internal')).map(a => a.href.split('#')[0]) : null;
 // what a learner would open: every dropdown and toggle (after the screenshot), so hidden figures count
@@ -211,6 +227,13 @@ return {
   tracebacks: tracebacks,
   colab: Array.from(document.querySelectorAll('a[href]')).map(a => a.href).filter(h => h.startsWith(arguments[0])),
   launch_box: launch ? box(launch) : null,
+  repository_links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href)
+      .filter(h => h.startsWith(arguments[1]) || h.startsWith('https://colab.research.google.com')),
+  searches: searches,
+  details: details.length,
+  folded: folded,
+  wide: wide,
+  colab_install: code.includes('google.colab'),
 };
 """
 
@@ -284,7 +307,8 @@ def test_page_in_the_browser(page, browser, site, server):
     browser.get(url)
     waited = browser.execute_async_script(WAIT_FOR_PAGE)
     _screenshot(browser, screenshot)
-    info = browser.execute_script(INSPECT_PAGE, CONFIG["launch_buttons"]["colab_url"].rstrip("/") + "/")
+    colab_prefix = (CONFIG["launch_buttons"]["colab_url"] or "https://colab.research.google.com").rstrip("/") + "/"
+    info = browser.execute_script(INSPECT_PAGE, colab_prefix, CONFIG["repository"]["url"])
     console = browser.get_log("browser")
     network = browser.get_log("performance")
 
@@ -320,16 +344,30 @@ def test_page_in_the_browser(page, browser, site, server):
     # no error output
     problems += [f"error traceback on the page: {t!r}" for t in info["tracebacks"]]
 
-    # Colab: a notebook page links to its own notebook; a Colab link always opens a repository notebook
+    # one search box, no Colab install cell, no block wider than its column, the answers folded
+    if info["searches"] != 1:
+        problems.append(f"{info['searches']} search boxes, not one")
     source = source_of(page)
-    if source.suffix == ".ipynb":
+    if info["colab_install"]:
+        problems.append("the Colab install cell is on the page (tag it remove-cell)")
+    problems += [f"a code or output block wider than its column (does not wrap): {w!r}" for w in info["wide"]]
+    if source.parent.name == "chapters" and not (info["details"] == info["folded"] == 3):
+        problems.append(f"{info['details']} <details> ({info['folded']} folded), not 3 folded answers")
+
+    # Colab: no button while the address is the placeholder; once set, a notebook page links to its own
+    # notebook, and a Colab link always opens a repository notebook
+    if CONFIG["repository"]["url"] == PLACEHOLDER:
+        if BUTTONS:
+            problems.append("_config.yml shows the repository buttons for the placeholder address")
+        problems += [f"a link to the placeholder repository or Colab: {link}" for link in info["repository_links"]]
+    elif source.suffix == ".ipynb":
         want = expected_colab_url(source.relative_to(ROOT).as_posix())
         if want not in info["colab"]:
             problems.append(f"no 'Open in Colab' link to {want} (links: {info['colab']})")
         if not info["launch_box"] or min(info["launch_box"]) <= 0:
             problems.append("the launch (Colab) button is not visible")
-    prefix = expected_colab_url("")
-    for link in info["colab"]:
+    prefix = expected_colab_url("") if CONFIG["launch_buttons"]["colab_url"] else ""
+    for link in info["colab"] if prefix else []:
         path = link[len(prefix):] if link.startswith(prefix) else None
         if path is None or not path.endswith(".ipynb") or not (ROOT / path).is_file():
             problems.append(f"Colab link does not open a notebook (.ipynb) of the repository, the only "
@@ -354,3 +392,132 @@ def test_some_page_has_math_and_figures(browser, site, server):
         if figures:
             break
     assert figures > 0
+
+
+@pytest.mark.browser
+def test_streamed_tokens_show_as_printed(browser, site, server):
+    """Chapter 5's streaming cell prints each token with ``end=""``: one stream chunk per token. The page
+    shows them joined as printed (as JupyterLab and Colab do), not one chunk per line."""
+    import nbformat
+
+    page = "chapters/05_generation_loop"
+    nb = nbformat.read(source_of(page), as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "on_token=print_token" in c.source)
+    chunks = [o.text for o in cell.outputs if o.output_type == "stream" and o.name == "stdout"]
+    printed = "".join(chunks)
+    assert len(chunks) > 20 and printed.count("\n") < 10  # many chunks, few lines: the case to show
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    shown = browser.execute_script(
+        "return Array.from(document.querySelectorAll('article .cell_output pre, article .output pre'))"
+        ".map(p => p.textContent)")
+    match = [text for text in shown if "calls, one per step" in text]
+    assert len(match) == 1, shown
+    assert match[0].strip("\n") == printed.strip("\n"), (match[0], printed)
+    first_line = printed.split("\n")[1]  # the tokens after the prompt's "ROMEO:\n", on one line
+    assert len(first_line.split()) > 5 and first_line in match[0].split("\n"), match[0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# figure text, measured on a screenshot
+
+MIN_TEXT_PX = 10  # the smallest readable figure text at 1280 px: 10 CSS pixels per em
+DIGIT_HEIGHT = 0.73  # DejaVu Sans (matplotlib's font): digits and capitals are 0.73 em high
+
+
+def glyph_sizes(png) -> list[int]:
+    """The size in pixels, max(height, width), of each glyph-like blob of grey-to-black ink in an image:
+    8-connected pixels darker than 150 (of 255) and nearly colourless (so lines, bars and heatmap cells in
+    colour are not ink), 3 to 40 px, not longer than 2.5 times their thickness (axes and ticks are)."""
+    import numpy as np
+
+    rgb = np.asarray(png.convert("RGB")).astype(int)
+    ink = ((0.299 * rgb[..., 0] + 0.587 * rgb[..., 1] + 0.114 * rgb[..., 2]) < 150) \
+        & (rgb.max(-1) - rgb.min(-1) < 40)
+    height, width = ink.shape
+    seen = np.zeros_like(ink)
+    sizes = []
+    for y0, x0 in zip(*map(np.ndarray.tolist, np.nonzero(ink))):
+        if seen[y0, x0]:
+            continue
+        seen[y0, x0] = True
+        stack, n, top, bottom, left, right = [(y0, x0)], 0, y0, y0, x0, x0
+        while stack:
+            y, x = stack.pop()
+            n += 1
+            top, bottom, left, right = min(top, y), max(bottom, y), min(left, x), max(right, x)
+            for yy in (y - 1, y, y + 1):
+                for xx in (x - 1, x, x + 1):
+                    if 0 <= yy < height and 0 <= xx < width and ink[yy, xx] and not seen[yy, xx]:
+                        seen[yy, xx] = True
+                        stack.append((yy, xx))
+        h, w = bottom - top + 1, right - left + 1
+        if 3 <= max(h, w) <= 40 and n >= 4 and max(h, w) <= 2.5 * min(h, w):
+            sizes.append(max(h, w))
+    return sizes
+
+
+def text_px(png) -> float | None:
+    """The figure's body text (tick labels, mostly), in CSS pixels per em: the mean size of the larger half
+    of its glyphs (digits, capitals, ascenders: 0.73 em) over 0.73. None with under 10 glyphs. Checked
+    against matplotlib figures of 10-point text shown from 480 to 856 px wide: within 1 px of the truth."""
+    import numpy as np
+
+    sizes = np.array(glyph_sizes(png))
+    if len(sizes) < 10:
+        return None
+    return float(sizes[sizes >= np.median(sizes)].mean()) / DIGIT_HEIGHT
+
+
+def test_text_px_tells_small_from_readable():
+    """The measure itself: 10-point text drawn by matplotlib at 100 dpi (13.9 px) and shown at 100%, 70%
+    and 50% of its size reads about 13.9, 9.7 and 6.9 px."""
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
+    ax.plot(range(30), [x * x for x in range(30)])
+    ax.set_xticks(range(0, 30, 2))
+    ax.set_xlabel("tokens generated so far")
+    ax.set_ylabel("positions computed")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    image = Image.open(buf)
+    for scale, want in ((1.0, 13.9), (0.7, 9.7), (0.5, 6.9)):
+        shown = image.resize((round(image.width * scale), round(image.height * scale)), Image.LANCZOS)
+        assert abs(text_px(shown) - want) < 1.2, (scale, text_px(shown))
+
+
+@pytest.mark.browser
+def test_figure_text_is_readable(browser, site, server, terminal_summary):
+    """Every figure of every page, as Chromium shows it at 1280 px: a screenshot of the image element,
+    whose text (``text_px``) is at least MIN_TEXT_PX."""
+    import io
+
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+
+    base, _ = server
+    measured, problems = [], []
+    for page in PAGES:
+        browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        for k, img in enumerate(browser.find_elements(By.CSS_SELECTOR, "article.bd-article img")):
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", img)
+            shot = Image.open(io.BytesIO(img.screenshot_as_png))
+            size = text_px(shot)
+            name = f"{page} figure {k + 1} ({shot.width} px wide)"
+            if size is None:
+                continue  # no text to read (or too little to measure)
+            measured.append(f"{name}: {size:.1f} px")
+            if size < MIN_TEXT_PX:
+                problems.append(f"{name}: text about {size:.1f} px, under {MIN_TEXT_PX}")
+    terminal_summary.append("test_website figure text: " + "; ".join(measured))
+    assert len(measured) >= 10, measured  # the chapters' figures were found and measured
+    assert not problems, "\n".join(problems)

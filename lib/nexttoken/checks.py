@@ -6,6 +6,7 @@ what was expected. ``generate`` runs them once per call; the model's own forward
 only when called directly (``Decoder.forward``), not at every step of the loop (``Decoder.run``).
 """
 
+import inspect
 from collections.abc import Callable
 
 import torch
@@ -97,10 +98,19 @@ def check_pad_token_id(pad_token_id, vocab_size: int) -> None:
         raise ValueError(f"pad_token_id is {pad_token_id}, expected a token id in [0, {vocab_size})")
 
 
-def check_function(value, name: str, expected: str) -> None:
-    """``value`` must be callable (None is checked by the caller); ``expected`` says how it is called."""
+def check_function(value, name: str, expected: str, *args, **kwargs) -> None:
+    """``value`` must be callable (None is checked by the caller) as ``value(*args, **kwargs)`` will be
+    called (placeholders): a function of the wrong shape fails here, before the first step, not inside
+    the loop. ``expected`` says how it is called. Functions without a signature (some builtins) pass."""
     if not callable(value):
         raise TypeError(f"{name} must be a function of {expected}, got {value!r}")
+    try:
+        inspect.signature(value).bind(*args, **kwargs)
+    except ValueError:  # no signature to read: it will tell at the first call
+        return
+    except TypeError as exc:
+        raise TypeError(f"{name} must be a function of {expected}, but {value!r} cannot be called that way "
+                        f"({exc})") from None
 
 
 def check_logits_processors(processors) -> list[Callable]:
@@ -113,5 +123,5 @@ def check_logits_processors(processors) -> list[Callable]:
             f"got {type(processors).__name__}"
         )
     for i, f in enumerate(processors):
-        check_function(f, f"logits_processors[{i}]", "(input_ids, scores) returning scores")
+        check_function(f, f"logits_processors[{i}]", "(input_ids, scores) returning scores", None, None)
     return list(processors)

@@ -5,11 +5,12 @@ Nothing in the lesson needs them: ``Decoder(config)`` builds plain ``nn.Linear``
 can you (see the appendix on CPU weight layout):
 
 - ``lay_out_for_cpu(model)``: widening weights stored (in, out) in memory.
-- ``prepare(model)``: the same model run by a leaner forward pass with a preallocated cache and,
-  on CPU, oneDNN's matrix products; ``prepare(model).generate(ids, n, ...)`` gives the tokens
-  ``nexttoken.generate(model, ids, n, ...)`` gives.
+- ``prepare(model)``: the same model, its own blocks, run with a preallocated cache, no mask where
+  none is needed and, on CPU, oneDNN's matrix products; ``prepare(model).generate(ids, n, ...)``
+  gives the tokens ``nexttoken.generate(model, ids, n, ...)`` gives.
 """
 
+import copy
 import functools
 import warnings
 
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .generate import generate
-from .model import Decoder, positions_from_mask
+from .model import Decoder, causal_mask, positions_from_mask
 
 
 def lay_out_for_cpu(model: nn.Module) -> nn.Module:
@@ -28,8 +29,8 @@ def lay_out_for_cpu(model: nn.Module) -> nn.Module:
     spent reading weights from memory, and how fast a matrix is read depends on how it is laid out.
     On CPU (MKL), a one-row matmul reads a matrix that widens (out >= in: qkv, the MLP's up projection,
     the LM head) faster stored (in, out), as GPT-2's Conv1D keeps it, and one that narrows (the MLP's
-    down projection) faster as nn.Linear keeps it, (out, in): by 1.2x to 1.7x on the 2-core machine
-    this was written on. ``bench/weight_layout.py`` measures both on yours.
+    down projection) faster as nn.Linear keeps it, (out, in). How much depends on the CPU:
+    ``bench/weight_layout.py`` measures both layouts on yours (bench/README.md has dated figures).
 
     Values, shapes and results are unchanged: only the memory order (the strides). The new storage is
     assigned through ``.data``, so every parameter stays the same object: an optimizer holding it, and
@@ -47,16 +48,17 @@ def lay_out_for_cpu(model: nn.Module) -> nn.Module:
 class StaticCache:
     """Keys and values of every layer in one buffer allocated once, as long as the context window.
 
-    ``KVCache`` grows its buffers as the sequence grows (copying them when full); this one never
-    reallocates, so a step only writes its new keys and values in place. It also remembers which
-    cached positions are padding, and each row's count of real tokens, so that a one-token step needs
-    neither the whole attention mask nor a cumulative sum over it. Its memory is the full window's
-    from the start: n_layers * 2 * B * context_length * d_model floats (75 MB per row for GPT-2 small).
+    The model's blocks write into it as into a ``KVCache``, through ``extend`` (the cache owns its
+    update, as gpt-fast's ``KVCache.update`` does), but it never reallocates: a step only writes its
+    new keys and values in place. It also remembers which cached positions are padding, and each row's
+    count of real tokens, so that a one-token step needs neither the whole attention mask nor a
+    cumulative sum over it. Its memory is the full window's from the start:
+    n_layers * 2 * B * n_kv_heads * context_length * head_dim floats (75 MB per row for GPT-2 small).
     """
 
     def __init__(self):
-        self.length = 0
-        self.kv = None  # (n_layers, 2, B, heads, context_length, head_dim), allocated at the first step
+        self.length = 0  # positions cached before the current forward pass (every layer's start)
+        self.keys = self.values = None  # (n_layers, B, kv heads, context_length, head_dim), at the first step
         self.key_is_token = None  # bool (B, context_length): False at a padding slot
         self.padded = False  # whether any row has padding (then attention needs a mask at every step)
         self.real_tokens = None  # int64 (B,): real tokens cached per row = the next token's position
@@ -64,25 +66,61 @@ class StaticCache:
     def __len__(self) -> int:  # how many positions are cached (what generate asks)
         return self.length
 
+    def allocate(self, config, batch: int, like: torch.Tensor) -> None:
+        shape = (config.n_layers, batch, config.n_kv_heads, config.context_length, config.head_dim)
+        self.keys, self.values = like.new_empty(shape), like.new_empty(shape)
+
+    def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
+        """Write the new positions' keys and values (B, kv heads, T_new, head_dim) in place; return all
+        of this layer's (views of the buffer, no copy)."""
+        end = self.length + k.shape[2]
+        self.keys[layer, :, :, self.length:end] = k
+        self.values[layer, :, :, self.length:end] = v
+        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+
 
 def torch_linear(module: nn.Linear, x):
     return module(x)
 
 
-def onednn_linear(module: nn.Linear, x):
-    """``module(x)``, computed by oneDNN's matrix product instead of the BLAS library's.
+def onednn_linear(module: nn.Module, x):
+    """``module(x)`` for a linear layer, computed by oneDNN's matrix product instead of the BLAS library's.
 
     PyTorch's x86 builds ship two matrix libraries: MKL, which ``nn.Linear`` calls, and oneDNN
     (named "mkldnn" in PyTorch). For the one-row products of a generation step oneDNN reads the
-    weights faster on some CPUs (about 1.3x per layer on the AMD machine this was written on,
-    against MKL's faster storage order); ``bench/generate_speed.py`` compares both on yours.
+    weights faster on some CPUs than MKL reads them in its faster storage order;
+    ``bench/generate_speed.py`` compares both on yours (bench/README.md has dated figures).
     Same weights, read in place: nothing is copied. The sums run in another order, so the last
     bits of the logits may differ from ``module(x)``'s, as between any two matmul kernels. The op
-    has no gradient: with gradients on, this falls back to ``module(x)``.
+    has no gradient: with gradients on, this is ``F.linear``, what ``nn.Linear`` computes.
     """
     if torch.is_grad_enabled() and module.weight.requires_grad:
-        return module(x)
+        return F.linear(x, module.weight, module.bias)
     return torch.ops.mkldnn._linear_pointwise(x, module.weight, module.bias, "none", [None], "")
+
+
+class OneDNNLinear(nn.Module):
+    """An ``nn.Linear``'s weight and bias (the very same Parameter objects, not copies), multiplied by
+    oneDNN's matmul (``onednn_linear``)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.weight, self.bias = linear.weight, linear.bias
+
+    def forward(self, x):
+        return onednn_linear(self, x)
+
+
+def with_onednn_linears(model: Decoder) -> Decoder:
+    """A twin of ``model``: the same code (its blocks' own forward) and the same parameters, shared, not
+    copied (a weight changed in one is changed in both), with every ``nn.Linear`` run by oneDNN. The
+    model itself is not changed. In eval mode: the fast path is for inference."""
+    twin = copy.deepcopy(model, memo={id(p): p for p in model.parameters()})
+    for module in list(twin.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, nn.Linear):
+                setattr(module, name, OneDNNLinear(child))
+    return twin.eval()
 
 
 def can_use_onednn(model: nn.Module) -> bool:
@@ -96,17 +134,22 @@ class Prepared:
 
     It looks like a ``Decoder`` to the generation loop (``config``, ``new_cache``, ``run``), so the loop
     itself (its checks, EOS, padding, logits processors, cropping past the window) is the lesson's own
-    ``nexttoken.generate``, not a copy of it: only the forward pass differs.
+    ``nexttoken.generate``, not a copy of it; and the forward pass runs the model's own blocks (through
+    ``Decoder.embed``, ``Block``, ``final_norm`` and ``lm_head``): only the mask, the positions, the
+    cache and the matmul kernel differ. A new kind of norm, MLP or attention in ``model.py`` is the fast
+    path's too.
     """
 
     def __init__(self, model: Decoder, compile: bool = False, onednn: bool = False):
         self.model = model
         self.config = model.config
         self.linear = onednn_linear if onednn else torch_linear
+        self.runner = with_onednn_linears(model) if onednn else model  # what the eager path runs
         self.generate = functools.partial(generate, self)  # prepared.generate(ids, n, eos_token_id=...)
-        # The layers' tensor work, eager or compiled. Compiled, it becomes two graphs (observed with
-        # torch 2.13): one for the prompt, one for the one-token step, with dynamic shapes so that a
-        # growing cache does not recompile it. A prompt of another length compiles once more.
+        # Compiled, the layers become a graph per prompt length and one for the one-token step (dynamic
+        # shapes, so that a growing cache does not recompile it). The graph is given the model itself:
+        # its nn.Linear layers, whose matmul the compiler picks (with torch 2.13 it cannot lower
+        # oneDNN's op when given it: observed, a LoweringException).
         self.layers = torch.compile(run_layers, dynamic=True) if compile else run_layers
         self.compiled = compile
 
@@ -118,26 +161,25 @@ class Prepared:
 
     def call_layers(self, *args):
         if not self.compiled:
-            return run_layers(*args, linear=self.linear)
+            return run_layers(self.runner, *args)
         try:
-            # nn.Linear inside the graph: the compiler picks its own matmul kernels (and with
-            # torch 2.13 it cannot lower oneDNN's op when given it: observed, a LoweringException)
-            return self.layers(*args, linear=torch_linear)
+            return self.layers(self.model, *args)
         except Exception as error:  # no C++ compiler, an unsupported platform...: run eagerly instead
             # (a bug of our own would fail the eager call below too, so it is not hidden)
             warnings.warn(f"torch.compile failed ({type(error).__name__}: {str(error)[:200]}); "
                           "the fast path runs eagerly (same tokens, without the compiler's gain)", stacklevel=2)
             self.compiled = False
-            return run_layers(*args, linear=self.linear)
+            return run_layers(self.runner, *args)
 
 
 def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -> Prepared:
     """The opt-in fast path: ``prepare(model).generate(input_ids, max_new_tokens, ...)``.
 
-    Same arguments, same checks and the same tokens as ``nexttoken.generate(model, ...)``; the model
-    and its weights are shared, not copied, and not changed (apply ``lay_out_for_cpu`` yourself if it
-    helps on your machine: ``bench/generate_speed.py`` measures it). Inference only: it refuses a
-    model in training mode with dropout, whose tokens would be random anyway.
+    Same arguments, same checks and the same tokens as ``nexttoken.generate(model, ...)``, for every
+    block ``DecoderConfig`` builds (GPT-2's, and the Llama family's with rotary positions and
+    grouped-query attention); the model and its weights are shared, not copied, and not changed (apply
+    ``lay_out_for_cpu`` yourself if it helps on your machine: ``bench/generate_speed.py`` measures it).
+    Inference only: it refuses a model in training mode with dropout, whose tokens would be random anyway.
 
     ``onednn``: run the linear layers with oneDNN's matmul (``onednn_linear``). ``None`` (the
     default) does so where it applies (a float32 model on the CPU, a PyTorch built with oneDNN),
@@ -150,14 +192,6 @@ def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
-    config = model.config
-    if config.positions != "learned" or config.n_kv_heads != config.n_heads:
-        # Not yet: its one-view q, k, v split and its position lookup are GPT-2's block.
-        raise ValueError(
-            "nexttoken.fast.prepare runs models with learned positions and n_kv_heads == n_heads only; "
-            f"this one has positions={config.positions!r}, n_kv_heads={config.n_kv_heads} "
-            f"(n_heads={config.n_heads}): use nexttoken.generate(model, ...)"
-        )
     if not isinstance(compile, bool):
         raise TypeError(f"compile must be True or False, got {compile!r}")
     if onednn not in (None, True, False):
@@ -172,16 +206,15 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
     """``Decoder.run`` (logits (B, T, vocab)) with fewer small operations per step.
 
     Arguments are already checked by ``generate``, as for ``Decoder.run``. What it saves, per step:
-    the causal mask is not built for a one-token step (the new token may see every cached key), nor any
-    mask at all when no row is padded; positions come from a running count, not a cumulative sum over
-    the mask; the cache is written in place; queries, keys and values are split by one view.
-    ``layers`` does the tensor work: ``run_layers`` (the default) or a compiled version of it.
+    no mask at all for a one-token step when no row is padded (the new token may see every cached
+    key); positions from a running count, not a cumulative sum over the mask; the cache written in
+    place, never reallocated. ``layers(input_ids, positions, mask, cache)`` runs the model's layers
+    (``run_layers`` on ``model`` by default).
     """
     config = model.config
     if model.training and config.dropout > 0:
         raise ValueError("the fast path is for inference: call model.eval() (dropout is active in training mode)")
     B, T = input_ids.shape
-    heads, head_dim = config.n_heads, config.head_dim
     past = 0 if cache is None else cache.length
     end = past + T
     if cache is None or past == 0:  # the prompt (or a cropped window, without cache): as Decoder.run
@@ -195,7 +228,7 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
     if cache is not None:
         if past == 0:
             param = model.token_embedding.weight
-            cache.kv = param.new_empty(config.n_layers, 2, B, heads, config.context_length, head_dim)
+            cache.allocate(config, B, param)
             cache.padded = padded
             cache.key_is_token = torch.ones(B, config.context_length, dtype=torch.bool, device=param.device)
             if padded:
@@ -204,52 +237,27 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
         else:
             cache.real_tokens = cache.real_tokens + T
         key_is_token = cache.key_is_token[:, :end]
-        cache.length = end
 
-    # Which keys each query may see: None (every key, or causal without padding) or a bool mask.
-    mask, is_causal = None, T > 1
+    # Which keys each query may see: None (every key: one new token, no padding) or a bool mask.
+    mask = None
     if padded:
         mask = key_is_token[:, None, None, :]  # (B, 1, 1, keys)
         if T > 1:
-            mask = mask & torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
-        is_causal = False
-    elif T > 1 and past > 0:  # several new tokens after cached ones (not a step generate takes)
-        mask = torch.ones(T, end, dtype=torch.bool, device=input_ids.device).tril(diagonal=past)
-        is_causal = False
+            mask = mask & causal_mask(T, past, device=input_ids.device)
+    elif T > 1:  # the prompt, or several new tokens after cached ones (not a step generate takes)
+        mask = causal_mask(T, past, device=input_ids.device)
 
-    kv = None if cache is None else cache.kv
-    return (layers or run_layers)(model, input_ids, positions, mask, is_causal, padded, kv, past)
-
-
-def run_layers(model: Decoder, input_ids, positions, mask, is_causal: bool, padded: bool, kv, past: int,
-               linear=torch_linear):
-    """Embeddings, blocks, final norm, LM head: tensors only, no Python decisions on their values
-    (what ``torch.compile`` can capture in one graph). ``kv``: the static cache's buffer, or None.
-    ``linear(module, x)`` runs each linear layer: ``module(x)`` or ``onednn_linear``."""
-    B, T = input_ids.shape
-    heads, head_dim = model.config.n_heads, model.config.head_dim
-    end = past + T
-    x = model.token_embedding(input_ids) + model.position_embedding(positions)
-    for layer, block in enumerate(model.blocks):
-        attn = block.attn
-        # (B, T, 3 * d_model) -> (3, B, heads, T, head_dim) in one view and one permute: q, k, v
-        qkv = linear(attn.qkv, block.norm1(x)).view(B, T, 3, heads, head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv
-        if kv is not None:
-            kv[layer, :, :, :, past:end] = qkv[1:]  # keys and values in one copy
-            k, v = kv[layer, :, :, :, :end]
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal)
-        if padded:
-            out = out.nan_to_num(0.0)  # a pad slot that sees no key gets 0, as in Decoder.run
-        x = x + linear(attn.proj, out.transpose(1, 2).reshape(B, T, -1))
-        x = x + mlp(block.mlp, block.norm2(x), linear)
-    return linear(model.lm_head, model.final_norm(x))
+    if layers is None:
+        layers = functools.partial(run_layers, model)
+    logits = layers(input_ids, positions, mask, cache)
+    if cache is not None:
+        cache.length = end  # after every layer has written its keys and values at past..end - 1
+    return logits
 
 
-def mlp(module, x, linear):
-    """``MLP.forward`` with each linear layer run by ``linear``."""
-    if module.kind == "swiglu":
-        hidden = F.silu(linear(module.gate, x)) * linear(module.up, x)
-    else:
-        hidden = F.gelu(linear(module.up, x), approximate="tanh")
-    return linear(module.down, hidden)
+def run_layers(model: Decoder, input_ids, positions, mask, cache: StaticCache | None):
+    """The model's own embeddings, blocks, final norm and LM head, on the fast path's mask and cache."""
+    x, rotary = model.embed(input_ids, positions)
+    for block in model.blocks:
+        x, _ = block(x, mask, cache, rotary=rotary)
+    return model.lm_head(model.final_norm(x))

@@ -106,9 +106,9 @@ def generate(
     processors = check_logits_processors(logits_processors)
     if select is None:
         select = greedy
-    check_function(select, "select", "(probs, generator=...)")
+    check_function(select, "select", "(probs, generator=...)", None, generator=None)
     if on_token is not None:
-        check_function(on_token, "on_token", "the new tokens")
+        check_function(on_token, "on_token", "the new tokens", None)
 
     ids, mask = input_ids, attention_mask  # new tensors each step: the caller's are never changed
     eos = torch.tensor(eos_ids, dtype=torch.long, device=ids.device)

@@ -156,17 +156,20 @@ class CausalSelfAttention(nn.Module):
         return x.view(B, T, -1, self.head_dim).transpose(1, 2)
 
     def forward(self, x, mask, cache: KVCache | None = None, return_attention: bool = False, rotary=None):
-        """x: (B, T, d_model); mask: bool (B or 1, 1, T, T_keys), True where a query may look at a key.
+        """x: (B, T, d_model); mask: bool (B or 1, 1, T, T_keys), True where a query may look at a key,
+        or None where every query may look at every key (a one-token step without padding: the fast path).
 
-        Without a cache, T_keys = T. With one, the keys are the cached ones followed by the T new ones.
+        Without a cache, T_keys = T. With one, the keys are the cached ones followed by the T new ones:
+        ``cache.extend`` stores the new ones and returns them all (a ``KVCache``, or the fast path's own).
         Returns the output (B, T, d_model) and the attention weights (B, heads, T, T_keys), or None.
         With ``return_attention=True`` it runs the explicit steps of chapter 2 (``attend``) and returns
         the weights; otherwise it runs the same computation fused in ``F.scaled_dot_product_attention``,
         which does not return the weights, and returns None for them (same output up to rounding).
         ``rotary``: the (cos, sin) of ``rotary_angles`` for rotary positions, or None (learned positions).
         """
-        kv_width = self.n_kv_heads * self.head_dim
-        q, k, v = (self.split_heads(t) for t in self.qkv(x).split([x.shape[-1], kv_width, kv_width], -1))
+        # One product for all heads, (B, all heads, T, head_dim) by one view, then split by head: the
+        # n_heads query heads, the n_kv_heads key heads, the n_kv_heads value heads.
+        q, k, v = self.split_heads(self.qkv(x)).split([self.n_heads, self.n_kv_heads, self.n_kv_heads], dim=1)
         if rotary is not None:  # keys are cached already turned: a past key never turns again
             q, k = rotate(q, *rotary), rotate(k, *rotary)
         if cache is not None:
@@ -180,11 +183,11 @@ class CausalSelfAttention(nn.Module):
             out, weights = self.attend(q, k, v, mask)
         else:
             # One fused call (as nanoGPT does): fewer, faster steps; with enable_gqa it pairs each group
-            # of query heads with its key/value head without copying them. nan_to_num: as in attend, a
-            # pad slot that sees no key gets 0.
+            # of query heads with its key/value head without copying them.
             dropout = self.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
-                                                 enable_gqa=grouped).nan_to_num(0.0)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=grouped)
+            if mask is not None:
+                out = out.nan_to_num(0.0)  # as in attend: a pad slot that sees no key gets 0
             weights = None
         B, _, T, _ = out.shape
         return self.proj(out.transpose(1, 2).reshape(B, T, -1)), weights
@@ -192,8 +195,9 @@ class CausalSelfAttention(nn.Module):
     def attend(self, q, k, v, mask):
         """Scaled dot-product attention, step by step: returns the output and the weights."""
         scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, heads, T, T_keys)
-        # -inf, not 0: softmax turns exp(-inf) into an exact 0 weight for the future.
-        scores = scores.masked_fill(~mask, float("-inf"))
+        if mask is not None:
+            # -inf, not 0: softmax turns exp(-inf) into an exact 0 weight for the future.
+            scores = scores.masked_fill(~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         # A pad slot in a left-padded row may see no key at all (a row of -inf gives NaN): zero it.
         # Real tokens never attend to pad slots, so this changes nothing they compute.
@@ -324,16 +328,22 @@ class Decoder(nn.Module):
             # A query may look at a key if the key is in its past (causal) and is not padding.
             mask = mask & attention_mask.bool()[:, None, None, :]
         mask = mask.expand(B, 1, T, past + T)
-        x = self.token_embedding(input_ids)
-        rotary = None
-        if self.position_embedding is not None:
-            x = x + self.position_embedding(positions)
-        else:
-            rotary = rotary_angles(positions, self.config.head_dim, self.config.rope_theta)
-        x = self.dropout(x)
+        x, rotary = self.embed(input_ids, positions)
         attention = []
         for block in self.blocks:
             x, weights = block(x, mask, cache, return_attention=return_attention, rotary=rotary)
             attention.append(weights)
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
+
+    def embed(self, input_ids: torch.Tensor, positions: torch.Tensor):
+        """The residual stream's start (B, T, d_model) and the rotary angles (or None): token embeddings,
+        plus the learned table's vector at each position, or, for rotary positions, the (cos, sin) that
+        each block turns its queries and keys by (``rotary_angles``)."""
+        x = self.token_embedding(input_ids)
+        rotary = None
+        if self.position_embedding is not None:
+            x = x + self.position_embedding(positions)
+        else:
+            rotary = rotary_angles(positions, self.config.head_dim, self.config.rope_theta)
+        return self.dropout(x), rotary

@@ -9,7 +9,8 @@
 Each task knows its test cases (inputs, smallest first), a reference implementation (the library's own
 where there is one), the outputs of its known mistakes, and how to explain any other wrong answer. The
 same tests grade a whole class in batch (``python -m nexttoken.grade``): there the learner's function runs
-in its own kernel and only its outputs come back for comparison. tests/exercise_mutants/ holds the wrong
+in a sandboxed recorder process (``nexttoken.grading.recorder``) and only its outputs come back for
+comparison. tests/exercise_mutants/ holds the wrong
 answers every check is tested against.
 """
 

@@ -1,7 +1,7 @@
 """The grader's recorder: runs inside a submission's sandbox, calls the learner's functions, reports outputs.
 
-    python -m nexttoken.exercises.harness NOTEBOOK CHAPTER --tasks q1,q2 [--skip-cells 3,5] --out-fd 3
-    python -m nexttoken.exercises.harness NOTEBOOK auto --tasks all --out-fd 3
+    python -m nexttoken.grading.recorder NOTEBOOK CHAPTER --tasks q1,q2 [--skip-cells 3,5] --out-fd 3
+    python -m nexttoken.grading.recorder NOTEBOOK auto --tasks all --out-fd 3
 
 It reads the notebook itself (the grader never parses a submission): nbformat 4 as JSON, older formats
 upgraded with nbformat's converter; with CHAPTER "auto" it finds the chapter in the notebook (its metadata,
@@ -22,10 +22,10 @@ writes one JSON message per line, each starting with that nonce, to the descript
 
 Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
 ``{"dtype", "shape", "data" (base64 of the contiguous bytes)}``. The grader trusts none of it: it checks
-every message before judging (``nexttoken.grade``). "library" names the library functions the task
+every message before judging (``nexttoken.grading.wire``, ``judge``). "library" names the library functions the task
 re-implements (the one with its function's name, or the one its reference delegates to) that ran while
 the learner's function did (reported to the instructor, not penalised).
-"tampered" names the recorder's parts (Task.run, the task's cases, the harness, builtins, torch.Tensor
+"tampered" names the recorder's parts (Task.run, the task's cases, this module, builtins, torch.Tensor
 methods, the profile hook that watches for library calls) that the learner's code replaced: that task is
 then not graded.
 
@@ -35,14 +35,12 @@ its *own* outputs anything it can compute. The sandbox, not this file, keeps eve
 
 import argparse
 import ast
-import base64
 import json
 import os
 import re
 import sys
 
-MAX_STRING = 500  # characters of an error message or string output sent back
-MAX_LIST = 64
+from .wire import MAX_STRING, encode
 
 
 class Refused(Exception):
@@ -96,7 +94,7 @@ def code_cells(nb: dict) -> list[str]:
 def detect_chapter(nb: dict) -> str | None:
     """Which chapter a notebook is from, by its content, not its file name: the chapter named in the
     notebook's metadata, else the exercise module its code imports."""
-    from . import CHAPTERS
+    from ..exercises import CHAPTERS
 
     metadata = nb.get("metadata")
     ours = metadata.get("nexttoken") if isinstance(metadata, dict) else None
@@ -158,24 +156,6 @@ def definitions(source: str) -> ast.Module:
     return tree
 
 
-def encode(value, depth: int = 0):
-    """A learner's output as JSON-able plain data (the grader validates it again)."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        t = value.detach().cpu().contiguous()
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
-                "data": base64.b64encode(raw).decode("ascii")}
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    if isinstance(value, str):
-        return value[:MAX_STRING]
-    if isinstance(value, (list, tuple)) and depth < 4:
-        return [encode(v, depth + 1) for v in value[:MAX_LIST]]
-    return f"<an object of type {type(value).__name__}>"
-
-
 def library_functions(task) -> set:
     """Code objects of the library functions a task's answer re-implements: a nexttoken function (outside
     nexttoken.exercises) with the task's function name, or one whose result the reference returns as its
@@ -184,10 +164,10 @@ def library_functions(task) -> set:
     import types
 
     ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../nexttoken
-    exercises = os.path.dirname(os.path.abspath(__file__))
+    exercises = os.path.join(ours, "exercises")
     found = set()
     for name, mod in list(sys.modules.items()):
-        if name.startswith("nexttoken") and not name.startswith("nexttoken.exercises"):
+        if name.startswith("nexttoken") and not name.startswith(("nexttoken.exercises", "nexttoken.grading")):
             fn = getattr(mod, task.function, None)
             if isinstance(fn, types.FunctionType) and fn.__code__.co_filename.startswith(ours):
                 found.add(fn.__code__)
@@ -207,7 +187,7 @@ def library_functions(task) -> set:
                 and called_by_exercises(frame):
             returned.append((frame.f_code, arg))
 
-    from .task import copy_args
+    from ..exercises.task import copy_args
 
     sys.setprofile(profile)
     try:
@@ -249,11 +229,12 @@ def recorder_parts(module, tasks):
 
     import torch
 
-    from . import harness, task as task_module
+    from ..exercises import task as task_module
+    from . import recorder
 
     classes = {type(t) for t in tasks}
     spaces = [("builtins", vars(builtins)), *((cls.__name__, vars(cls)) for cls in classes),
-              ("nexttoken.exercises.task", vars(task_module)), ("nexttoken.exercises.harness", vars(harness)),
+              ("nexttoken.exercises.task", vars(task_module)), ("nexttoken.grading.recorder", vars(recorder)),
               (module.__name__, vars(module)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
               ("the recorder", globals())]
     spaces += [(f"{module.__name__}.{t.name}", getattr(t, "__dict__", {})) for t in tasks]
@@ -266,7 +247,7 @@ def recorder_parts(module, tasks):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m nexttoken.exercises.harness")
+    parser = argparse.ArgumentParser(prog="python -m nexttoken.grading.recorder")
     parser.add_argument("notebook")
     parser.add_argument("chapter")
     parser.add_argument("--tasks", required=True)
@@ -301,7 +282,7 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(1)
-    from . import chapter
+    from ..exercises import chapter
 
     module = chapter(name)
     names = module.TASKS if args.tasks == "all" else [n for n in args.tasks.split(",") if n]

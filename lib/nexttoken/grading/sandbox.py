@@ -533,7 +533,7 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
     except SandboxError as exc:
         return str(exc)
     try:
-        probe = [sys.executable, "-c", "import nexttoken.exercises.task"]
+        probe = [sys.executable, "-c", "import nexttoken.exercises.task, nexttoken.grading.recorder"]
         cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
         result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
@@ -545,6 +545,12 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
             group.kill()
             group.remove()
     if result.returncode != 0:
+        why = result.stderr.strip()[-800:]
+        if "namespace" in why or "Operation not permitted" in why:  # e.g. an unprivileged container
+            return (f"bubblewrap cannot create its namespaces here (an unprivileged container?):\n{why}\n"
+                    "Where the container itself holds one submission only (Gradescope, GitHub Classroom),\n"
+                    "--no-sandbox grades it without bubblewrap: the container is then the only wall, so it\n"
+                    "must hold nothing but that one submission (README: Grading a class).")
         return (f"bubblewrap is installed but a sandbox with these limits could not start Python and torch "
-                f"(see --memory, --total-memory, --processes):\n{result.stderr.strip()[-800:]}")
+                f"(see --memory, --total-memory, --processes):\n{why}")
     return None

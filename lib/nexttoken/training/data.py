@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from .tokenizer import END_OF_TEXT_ID, gpt2_tokenizer
+from ..tokenizer import END_OF_TEXT_ID, gpt2_tokenizer
 
 VALIDATION_FRACTION = 0.1
 

@@ -1,0 +1,296 @@
+"""The command line: ``python -m nexttoken.grade`` (or ``python -m nexttoken.grading``)."""
+
+import argparse
+import json
+import os
+import queue
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from . import sandbox
+from . import exports
+from .csvs import FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, write_csv
+from .notebook import grade_notebook
+from .runner import Settings
+from .submissions import Snapshots
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
+def progress(done: int, total: int, name: str, rows: list[dict], seconds: float) -> None:
+    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status)."""
+    points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
+    score = f"{points}/{most}" if most else rows[0]["status"]
+    print(f"[{done}/{total}] {clean(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
+
+
+def write_grades(args, rows: list[dict], roster: list[dict] | None) -> list[dict]:
+    """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
+    each submission's tasks in order), so that merged shards give exactly what one run writes."""
+    rows = sorted(rows, key=lambda r: r["submission"])
+    if roster is None:
+        write_csv(args.out, FIELDS, rows)
+    else:
+        write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster))
+    if args.gradebook is not None:
+        write_csv(args.gradebook, *(gradebook(rows) if roster is None else exports.student_gradebook(rows, roster)))
+    return rows
+
+
+def merge(argv) -> int:
+    """``python -m nexttoken.grade merge PART.csv [...] --out grades.csv [exports]``."""
+    p = argparse.ArgumentParser(prog="python -m nexttoken.grade merge",
+                                description="Join the grades CSVs of --shard runs into what one run writes.")
+    p.add_argument("parts", nargs="+", type=Path, help="the grades CSVs of the shards (--out of each)")
+    p.add_argument("--out", required=True, type=Path, help="the merged grades CSV")
+    p.add_argument("--gradebook", type=Path, help="also write the gradebook, as one run would")
+    add_export_arguments(p)
+    args = p.parse_args(argv)
+    check_export_arguments(p, args)
+    if args.github_classroom:
+        p.error("--github-classroom reports one runner's submissions: use it on a grading run, not a merge")
+    rows, owner = [], {}
+    try:
+        roster = exports.read_roster(args.roster) if args.roster is not None else None
+        for number, part in enumerate(args.parts):
+            if not part.is_file():
+                raise ValueError(f"{part} does not exist")
+            for r in read_previous(part):
+                first = owner.setdefault(r["submission"], number)
+                if first != number:  # two shards graded it (or one CSV was given twice)
+                    raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
+                rows.append(r)
+    except (ValueError, exports.RosterError) as exc:
+        print(f"python -m nexttoken.grade merge: {exc}", file=sys.stderr)
+        return 2
+    rows = write_grades(args, rows, roster)
+    write_exports(args, rows, roster)
+    print(f"merged {len(args.parts)} CSVs: {len(owner)} submissions, {len(rows)} rows, into {args.out}")
+    return 0
+
+
+def write_exports(args, rows: list[dict], roster: list[dict] | None) -> None:
+    """Canvas, Gradescope and the feedback files, from the same rows as grades.csv."""
+    if args.canvas is not None:
+        write_csv(args.canvas, *exports.canvas(rows, roster, args.assignment))
+    by_submission = exports.per_submission(rows)
+    keys = exports.file_keys(list(by_submission), roster)
+    for folder in (args.gradescope, args.feedback):
+        if folder is not None:
+            folder.mkdir(exist_ok=True)
+    for name, mine in by_submission.items():
+        if args.gradescope is not None:
+            (args.gradescope / keys[name]).mkdir(exist_ok=True)
+            exports.write_text(args.gradescope / keys[name] / "results.json",
+                               json.dumps(exports.gradescope_results(mine), indent=2) + "\n")
+        if args.feedback is not None:
+            exports.write_text(args.feedback / f"{keys[name]}.md", exports.feedback(name, mine))
+
+
+def shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N (e.g. 2/8), got {text!r}")
+    return int(k), int(n)
+
+
+def add_export_arguments(p) -> None:
+    p.add_argument("--roster", type=Path, help="CSV of the class: file (a file name or pattern such as s12_*.ipynb), "
+                   "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; every row "
+                   "then carries its student, and the gradebook has one row per student")
+    p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
+    p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
+    p.add_argument("--gradescope", type=Path, help="also write DIR/<student or file>/results.json (Gradescope)")
+    p.add_argument("--github-classroom", action="store_true",
+                   help="print only the GitHub Classroom runner result (base64 JSON) on stdout, nothing on stderr")
+    p.add_argument("--feedback", type=Path, help="also write DIR/<student or file>.md, one per submission")
+
+
+def check_export_arguments(p, args) -> None:
+    if args.canvas is not None and (args.roster is None or not args.assignment):
+        p.error("--canvas needs --roster (Canvas's student ids) and --assignment \"NAME (ID)\"")
+
+
+def parse_args(argv):
+    limits, defaults = sandbox.Limits(), Settings()  # the defaults live there, once
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    summary = sys.modules[__package__].__doc__.splitlines()[0]  # the package's docstring says it once
+    p = argparse.ArgumentParser(prog="python -m nexttoken.grade", description=summary,
+                                epilog="Use -- before the submissions when a file name may start with '-'.")
+    p.add_argument("submissions", nargs="+", type=Path)
+    p.add_argument("--out", required=True, type=Path, help="grades CSV, one row per submission and task")
+    p.add_argument("--gradebook", type=Path, help="also write one row per submission: task points and total")
+    p.add_argument("--resume", action="store_true", help="keep the rows already in --out; grade only the rest")
+    p.add_argument("--timeout", type=positive_int, default=defaults.timeout,
+                   help=f"seconds per cell and per task's function calls (default {defaults.timeout})")
+    p.add_argument("--notebook-timeout", type=positive_int, default=defaults.notebook_timeout,
+                   help=f"seconds in all per submission, re-runs included (default {defaults.notebook_timeout})")
+    p.add_argument("--jobs", type=positive_int, default=cores,
+                   help=f"submissions graded at once, each in its own sandbox (default: the cores, {cores})")
+    p.add_argument("--memory", type=positive_int, default=limits.memory_mb,
+                   help=f"MB of address space per process (default {limits.memory_mb})")
+    p.add_argument("--total-memory", type=positive_int, default=limits.total_memory_mb,
+                   help="MB of memory of every kind per sandbox, tmpfs and kernel memory included (its "
+                        f"cgroup; default {limits.total_memory_mb})")
+    p.add_argument("--processes", type=positive_int, default=limits.processes,
+                   help=f"processes and threads per submission (default {limits.processes})")
+    p.add_argument("--file-size", type=positive_int, default=limits.file_size_mb,
+                   help=f"MB, the largest file a submission may write (default {limits.file_size_mb})")
+    p.add_argument("--cpu-time", type=positive_int, default=None,
+                   help="CPU seconds per process (default: --notebook-timeout)")
+    p.add_argument("--max-size", type=positive_int, default=defaults.max_bytes >> 20,
+                   help=f"MB, the largest submission file read (default {defaults.max_bytes >> 20})")
+    add_export_arguments(p)
+    p.add_argument("--shard", type=shard, help="K/N: grade only the K-th of N slices of the submissions (sorted "
+                   "by name, every N-th from the K-th); 'python -m nexttoken.grade merge' joins the CSVs")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run submissions without bubblewrap: ONLY for trusted submissions")
+    p.add_argument("--allow-no-cgroup", action="store_true",
+                   help="grade even where no cgroup can be had (per-process limits only; see the warning)")
+    args = p.parse_args(argv)
+    check_export_arguments(p, args)
+    return args
+
+
+def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] | str:
+    """The cgroups and sandbox user ids to grade with, or the message refusing to grade."""
+    if not args.no_sandbox and sandbox.bwrap_path() is None:
+        return sandbox.INSTALL_MESSAGE
+    cgroups, why = sandbox.find_cgroups()
+    if cgroups is None and not (args.allow_no_cgroup or args.no_sandbox):
+        return why
+    if cgroups is None:
+        print(f"WARNING: {why.splitlines()[0].rstrip('.')}; --allow-no-cgroup: grading with per-process limits only",
+              file=sys.stderr)
+    else:
+        print(f"limits per sandbox: {cgroups.describe()}, {limits.total_memory_mb} MB, "
+              f"{limits.processes} processes", file=sys.stderr)
+        cgroups.sweep()  # groups a killed grader left behind
+    if args.no_sandbox:
+        return cgroups, [None] * args.jobs
+    try:
+        uids = sandbox.allocate_uids(args.jobs)
+    except sandbox.SandboxError as exc:
+        return str(exc)
+    problem = sandbox.check_bwrap(limits, cgroups, uids[0])
+    return problem if problem is not None else (cgroups, uids)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["merge"]:  # a submission named "merge" is graded with "-- merge"
+        return merge(argv[1:])
+    args = parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a terminal that is not UTF-8 must not stop the batch
+        stream.reconfigure(errors="backslashreplace")
+    limits = sandbox.Limits(memory_mb=args.memory, total_memory_mb=args.total_memory, processes=args.processes,
+                            file_size_mb=args.file_size, cpu_s=args.cpu_time or args.notebook_timeout)
+    for target in (args.out, args.gradebook, args.canvas, args.gradescope, args.feedback):
+        if target is not None and not target.parent.is_dir():
+            print(f"python -m nexttoken.grade: the folder of {target} does not exist", file=sys.stderr)
+            return 2
+    try:
+        roster = exports.read_roster(args.roster) if args.roster is not None else None
+    except exports.RosterError as exc:
+        print(f"python -m nexttoken.grade: {exc}", file=sys.stderr)
+        return 2
+    if args.github_classroom:  # the reporter's payload alone on stdout, and nothing on stderr
+        sys.stderr = open(os.devnull, "w")
+    ready = setup(args, limits)
+    if isinstance(ready, str):
+        print(f"python -m nexttoken.grade: {ready}", file=sys.stderr)
+        return 2
+    if args.no_sandbox:
+        print("WARNING: --no-sandbox: submissions run without isolation; use it for trusted ones only",
+              file=sys.stderr)
+    cgroups, uids = ready
+    settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
+                        use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
+                        cgroups=cgroups, uids=uids)
+
+    previous = read_previous(args.out) if args.resume else []
+    done = {r["submission"] for r in previous}
+    paths = {name_text(p): p for p in args.submissions}  # in order, once each
+    if args.shard is not None:  # every N-th of the sorted names, from the K-th: the same slices on any machine
+        k, n = args.shard
+        paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
+    todo = [name for name in paths if name not in done]
+    snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
+    graded: dict[str, list[dict]] = {}
+    slots: queue.Queue = queue.Queue()
+    for slot in range(args.jobs):
+        slots.put(slot)
+
+    started: dict[str, float] = {}
+
+    def grade_one(name: str) -> list[dict]:
+        slot = slots.get()
+        started[name] = time.monotonic()  # from its start in a slot, not from the batch's
+        try:
+            data, problem = snapshots.read(name)
+            if problem is not None:
+                return [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
+                             reason=clean(problem[1]), library_calls="")]
+            return clean_rows(grade_notebook(name, data, settings, slot))
+        except Exception as exc:  # a grader bug must not cost the other submissions their grades
+            return [error_row(name, exc)]
+        finally:
+            slots.put(slot)
+
+    def save() -> tuple[list[dict], bool]:
+        rows = previous + [r for name in todo if name in graded for r in graded[name]]
+        try:
+            rows = write_grades(args, rows, roster)
+        except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
+            print(f"WARNING: could not write {args.out}: {clean(exc)}", file=sys.stderr)
+            return rows, False
+        return rows, True
+
+    start = time.monotonic()
+    rows, saved = save()
+    try:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {pool.submit(grade_one, name): name for name in todo}
+            for count, future in enumerate(as_completed(futures), start=1):
+                name = futures[future]
+                try:
+                    graded[name] = future.result()
+                except BaseException as exc:  # grade_one returns rows; this is a last guard
+                    graded[name] = [error_row(name, exc)]
+                rows, saved = save()
+                progress(count, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
+    finally:
+        snapshots.close()
+        if cgroups is not None:
+            cgroups.sweep()
+    elapsed = time.monotonic() - start
+    if not saved:
+        print(f"python -m nexttoken.grade: the grades could not be written to {args.out}", file=sys.stderr)
+        return 1
+
+    try:
+        write_exports(args, rows, roster)
+    except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
+        print(f"python -m nexttoken.grade: the exports could not be written: {clean(exc)}", file=sys.stderr)
+        return 1
+    if args.github_classroom:
+        print(exports.github_classroom(rows))
+        return 0
+    print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
+    for r in rows:
+        print(f"{Path(r['submission']).name[:40]:40s} {r['task']:10s} {r['points']:>3}/{r['max_points']:<2}  "
+              f"{r['status']}")
+    if todo:
+        print(f"graded {len(todo)} submissions in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
+              f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''})")
+    print(f"wrote {len(rows)} rows to {args.out}" + (f" and {args.gradebook}" if args.gradebook else ""))
+    return 0

@@ -1,0 +1,109 @@
+"""The CSVs: text any submission or file name can hold, written and read back exactly; rewritten after each
+submission, through a temporary file and an atomic rename."""
+
+import csv
+import os
+import tempfile
+from pathlib import Path
+
+# library_calls: the library functions an answer called that the exercise has it write (reported, not penalised).
+FIELDS = ["submission", "task", "points", "max_points", "status", "reason", "library_calls"]
+OLD_FIELDS = FIELDS[:6]  # a CSV written before library_calls had its column: --resume still reads it
+IDENTITY = ["student_id", "name", "roster_status"]  # the columns grades.csv gains with --roster (exports.py)
+MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
+
+
+def clean(value) -> str:
+    """``value`` as text that encodes as UTF-8 and that csv reads back: a lone surrogate (from JSON's
+    "\\ud800" or a file name's undecodable byte) becomes a visible escape, a NUL its escape."""
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\0", "\\x00")
+
+
+def name_text(path) -> str:
+    """A submission's name as written in the CSVs: its bytes as UTF-8, a byte that is not UTF-8 as \\xNN
+    and a backslash doubled, so two different names never give the same text (--resume keys on it)."""
+    raw = os.fsencode(path).replace(b"\\", b"\\\\")
+    return raw.decode("utf-8", "backslashreplace").replace("\0", "\\x00")
+
+
+# A spreadsheet reads a cell that starts with one of these as a formula.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def escape(value) -> str:
+    """A spreadsheet must not read a cell as a formula: such a cell gets a leading "'". A cell that starts
+    with "'" gets one too, so the escape escapes its own marker and ``unescape`` is exact (two file names
+    never read back as one)."""
+    text = str(value)
+    return "'" + text if text[:1] in (*FORMULA_STARTS, "'") and text != "-" else text
+
+
+def unescape(text: str) -> str:
+    return text[1:] if text[:1] == "'" else text
+
+
+def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
+            writer = csv.writer(f)
+            writer.writerow(header)
+            for r in rows:
+                # A reason keeps its lines for the feedback files; in a CSV it is one line.
+                writer.writerow([escape(one_line(clean(r.get(h, ""))) if h == "reason" else clean(r.get(h, "")))
+                                 for h in header])
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def gradebook(rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """One row per submission: each task's points, the total and the maximum (what an LMS imports)."""
+    task_names = sorted({r["task"] for r in rows if r["task"] != "-"})
+    book: dict[str, dict] = {}
+    for r in rows:
+        entry = book.setdefault(r["submission"], {"submission": r["submission"], "total": 0, "max_points": 0})
+        if r["task"] != "-":
+            entry[r["task"]] = r["points"]
+        entry["total"] += int(r["points"])
+        entry["max_points"] += int(r["max_points"])
+    return ["submission", *task_names, "total", "max_points"], list(book.values())
+
+
+def read_previous(path: Path) -> list[dict]:
+    """Rows of an earlier run (for --resume); a missing file is an empty start."""
+    if not path.exists():
+        return []
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames not in (FIELDS, OLD_FIELDS, FIELDS + IDENTITY):
+                raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
+            # The roster's columns and its missing_submission rows are made again from --roster at each save.
+            rows = [{"library_calls": "", **{k: unescape(v or "") for k, v in r.items() if k not in IDENTITY}}
+                    for r in reader if r.get("roster_status") != "missing_submission"]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise SystemExit(f"--resume: {path} is not a readable grades CSV ({type(exc).__name__}: {exc})") from None
+    for number, r in enumerate(rows, start=2):
+        if not (r["points"].isdigit() and r["max_points"].isdigit()):
+            raise SystemExit(f"--resume: {path} line {number}: points are not whole numbers")
+    return rows
+
+
+def clean_rows(rows: list[dict]) -> list[dict]:
+    """Every field of every row as encodable text (the CSV and the summary can always be written)."""
+    return [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
+
+
+def one_line(text: str) -> str:
+    """A reason as one CSV line: the check's lines (summary, input, expected, got) joined by " | "."""
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def error_row(name: str, exc: BaseException) -> dict:
+    return dict(submission=name, task="-", points=0, max_points=0, status="grader_error",
+                reason=one_line(clean(f"{type(exc).__name__}: {exc}"))[:MAX_REASON], library_calls="")

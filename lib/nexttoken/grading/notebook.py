@@ -1,0 +1,107 @@
+"""Grading one submission: the recorder run again until every task has a result (a cell that hangs or
+crashes is skipped in the next run, a task that does is charged alone), then one row per task."""
+
+import time
+
+from ..exercises import CHAPTERS, chapter
+from .csvs import MAX_REASON, clean
+from .judge import judge, library_calls
+from .runner import RunResult, Settings, Stop, run_once
+
+NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
+
+
+def tasks_of(chapter_name: str) -> list:
+    module = chapter(chapter_name)
+    return [getattr(module, name) for name in module.TASKS]
+
+
+def notebook_problem(run: RunResult) -> tuple[str, str] | None:
+    """(status, reason) when the first run did not read the notebook into a chapter we grade."""
+    message = run.notebook
+    if message is None:
+        stop = run.stopped or Stop(None, "error", "it sent nothing")
+        return "invalid_notebook", f"the sandbox stopped before the notebook was read ({stop.status}: {stop.detail})"
+    if message.get("notebook") != "read":
+        status = message.get("status")
+        return (status if status in NOTEBOOK_STATUSES else "invalid_notebook",
+                str(message.get("reason", "not a readable notebook")))
+    if message.get("chapter") not in CHAPTERS:
+        return "unknown_chapter", "no chapter in the notebook's metadata or imports"
+    return None
+
+
+def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[dict]:
+    """Rows for one submission (``name`` as in the CSV, ``data`` its snapshot); never raises for a bad
+    submission."""
+    def row(task, points, max_points, status, reason, library=""):
+        return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
+                    reason=clean(reason)[:MAX_REASON], library_calls=clean(library))
+
+    chapter_name, tasks = None, {}
+    results: dict[str, tuple[str, str]] = {}
+    calls: dict[str, str] = {}  # task name -> the library_calls column
+    cell_errors: dict[int, str] = {}
+    skip: dict[int, str] = {}  # code cells that hung or crashed: skipped in later runs
+    pending: list[str] = []
+    budget_end = time.monotonic() + settings.notebook_timeout
+    while True:
+        run = run_once(data, chapter_name, pending, set(skip), settings, slot, budget_end)
+        if chapter_name is None:  # the first run read the notebook and found its chapter, or refused it
+            problem = notebook_problem(run)
+            if problem is not None:
+                return [row("-", 0, 0, *problem)]
+            chapter_name = run.notebook["chapter"]
+            tasks = {t.name: t for t in tasks_of(chapter_name)}
+            pending = list(tasks)
+        for number, error in run.cell_errors.items():
+            cell_errors.setdefault(number, error)
+        for task_name in pending:
+            if task_name in run.records:
+                results[task_name] = judge(tasks[task_name], run.records[task_name])
+                calls[task_name] = library_calls(run.records[task_name])
+        pending = [task_name for task_name in pending if task_name not in results]
+        if not pending:
+            break
+        if run.stopped is None:
+            for task_name in pending:
+                results[task_name] = ("error", "no outputs were recorded for this task")
+            break
+        stop = run.stopped
+        where, status, detail = stop.where, stop.status, stop.detail
+        if status == "crashed" and run.out_of_memory:
+            detail += (f" (the sandbox used up its {settings.limits.total_memory_mb} MB of memory, "
+                       "--total-memory)")
+        if stop.budget:
+            for task_name in pending:
+                results[task_name] = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} "
+                                                 "s (--notebook-timeout) ran out before this task was recorded")
+            break
+        if where is None:  # it stopped before any of the learner's code ran: the grader's side
+            for task_name in pending:
+                results[task_name] = ("grader_error", f"the sandbox stopped while starting ({status}: {detail});"
+                                                      " are --memory, --total-memory or --processes too small?")
+            break
+        if where[0] == "cell" and where[1] not in skip:  # charge the cell, not the tasks: skip it, run again
+            skip[where[1]] = f"code cell {where[1]} {detail}" if status == "timeout" else \
+                f"code cell {where[1]} stopped the process ({status}: {detail})"
+        elif where[0] == "task" and where[1] in pending:
+            results[where[1]] = (status, f"{tasks[where[1]].function}: {detail}")
+            pending.remove(where[1])
+            if not pending:
+                break
+        else:  # no progress to make by running again (it stopped somewhere already charged)
+            for task_name in pending:
+                results[task_name] = (status, f"your notebook stopped: {detail}")
+            break
+
+    notes = [f"your {text}" for text in skip.values()]
+    notes += [f"your code cell {n} raised {e}" for n, e in sorted(cell_errors.items()) if n not in skip]
+    rows = []
+    for task_name, task in tasks.items():
+        status, reason = results.get(task_name, ("error", "no outputs were recorded for this task"))
+        if status in ("missing", "error") and notes:
+            reason += f" ({notes[0]})"
+        rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
+                        status, reason, calls.get(task_name, "")))
+    return rows

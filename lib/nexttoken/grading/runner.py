@@ -1,0 +1,233 @@
+"""One run of the recorder (``nexttoken.grading.recorder``) in a sandbox, followed message by message.
+
+The recorder's stream is read line by line; only lines that start with this run's nonce count. The run
+stops at the first cell or task that runs past its timeout, at the end of the notebook's budget, or when
+it sends more than MAX_REPORT bytes; ``RunResult.stopped`` says where and why.
+"""
+
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..exercises import CHAPTERS, chapter
+from . import sandbox
+
+MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
+MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
+STARTUP_S = 120  # seconds a sandbox may take to start Python, torch and the tasks (no learner code yet)
+
+
+@dataclass
+class Settings:
+    timeout: int = 60
+    notebook_timeout: int = 600
+    limits: sandbox.Limits = field(default_factory=sandbox.Limits)
+    use_sandbox: bool = True
+    max_bytes: int = 20 * 1024 * 1024
+    cgroups: sandbox.Cgroups | None = None  # where each run gets its cgroup; None: per-process limits only
+    uids: list = field(default_factory=lambda: [None])  # the sandbox user id of each job slot (root only)
+
+
+@dataclass
+class Stop:
+    """Why a run ended before the recorder said it was done."""
+    where: tuple | None  # what was running: ("cell", n) or ("task", name); None: none of the learner's code yet
+    status: str  # "timeout", "crashed" or "too_much_output"
+    detail: str  # in words, for the reason column
+    budget: bool = False  # the notebook's whole time budget ran out (not one cell's or task's --timeout)
+
+
+@dataclass
+class RunResult:
+    records: dict = field(default_factory=dict)  # task name -> record message
+    cell_errors: dict = field(default_factory=dict)  # learner's code cell number -> error text
+    stopped: Stop | None = None  # None: the recorder finished
+    notebook: dict | None = None  # the recorder's message on reading the notebook (chapter or refusal)
+    out_of_memory: bool = False  # the kernel's OOM killer acted in this run's cgroup
+
+
+def _kill(proc: subprocess.Popen, group: sandbox.Group | None) -> None:
+    """End the sandbox from outside: every process in its cgroup (a learner cannot opt out of that), else
+    its first process, and with it (PID namespace) everything it started."""
+    if group is not None:
+        group.kill()
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: list[int]):
+    """Start the recorder; returns (process, scratch folder or None). ``keep`` are the descriptors the
+    child gets (the caller closes them)."""
+    launch = sandbox.launcher(group)
+    if settings.use_sandbox:  # the notebook enters the sandbox through a memfd: no copy on disk
+        keep += [sandbox.memfd_with(notebook, "submission.ipynb"),
+                 sandbox.memfd_with(sandbox.seccomp_filter(), "seccomp.bpf")]
+        cmd = launch + sandbox.bwrap_command(argv(f"{sandbox.SCRATCH}/submission.ipynb"), settings.limits,
+                                             keep[-2], settings.uids[slot], keep[-1])
+        env, cwd, scratch = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
+    else:  # trusted submissions only: a plain process with limits, in a scratch folder
+        scratch = tempfile.TemporaryDirectory(prefix="nexttoken-grade-")
+        path = Path(scratch.name) / "submission.ipynb"
+        path.write_bytes(notebook)
+        for sub in ("home", "tmp"):
+            (Path(scratch.name) / sub).mkdir()
+        cmd = launch + sandbox.prlimit_args(settings.limits, processes=False) + argv(str(path))
+        env, cwd = sandbox.minimal_env(f"{scratch.name}/home", f"{scratch.name}/tmp"), scratch.name
+    try:
+        proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd)
+    except BaseException:
+        if scratch is not None:
+            scratch.cleanup()
+        raise
+    return proc, scratch
+
+
+def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: set[int], settings: Settings,
+             slot: int, budget_end: float) -> RunResult:
+    """Run the recorder once; stop it at the first cell or task that runs past --timeout, at the end of the
+    notebook's budget, or when it sends more than MAX_REPORT bytes. Without a chapter (the first run),
+    the recorder finds it in the notebook and records every task of it."""
+    result = RunResult()
+    read_end, write_end = os.pipe()
+    keep = [write_end]
+
+    def argv(notebook_path: str) -> list[str]:
+        return [sys.executable, "-m", "nexttoken.grading.recorder", notebook_path, chapter_name or "auto",
+                "--tasks", ",".join(tasks) if chapter_name else "all",
+                "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end)]
+
+    group = scratch = proc = None
+    try:
+        group = settings.cgroups.new_group(settings.limits) if settings.cgroups is not None else None
+        proc, scratch = _start(notebook, argv, settings, slot, group, keep)
+    except BaseException:
+        os.close(read_end)
+        if group is not None:
+            group.remove()
+        raise
+    finally:
+        for fd in keep:  # the child holds its copies; ours must go, or the pipe never reports its end
+            os.close(fd)
+    # Messages count only with this run's nonce, which the recorder reads from stdin before any learner
+    # code runs: a thread or a leftover process of the learner's cannot forge a record by writing lines.
+    nonce = secrets.token_hex(16)
+    try:
+        proc.stdin.write(f"{nonce}\n".encode())
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        _follow(proc, read_end, result, list(tasks), settings.timeout, budget_end, nonce)
+    finally:
+        _kill(proc, group)
+        os.close(read_end)
+        if group is not None:
+            result.out_of_memory = group.oom_killed()
+            group.remove()
+        if scratch is not None:
+            scratch.cleanup()
+    return result
+
+
+class Lines:
+    """The recorder's stream cut into lines that start with this run's nonce. Any other line is dropped as
+    soon as its first bytes show it, so a junk line costs no memory however long it is."""
+
+    def __init__(self, nonce: str):
+        self.prefix = b'{"nonce": "' + nonce.encode() + b'"'
+        self.buffer = bytearray()
+        self.junk = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines = []
+        while chunk:
+            end = chunk.find(b"\n")
+            part, chunk = (chunk, b"") if end < 0 else (chunk[:end], chunk[end + 1:])
+            if not self.junk:
+                self.buffer += part
+                n = min(len(self.buffer), len(self.prefix))
+                if self.buffer[:n] != self.prefix[:n]:
+                    self.junk = True
+                    self.buffer.clear()
+            if end >= 0:
+                if not self.junk:
+                    lines.append(bytes(self.buffer))
+                self.buffer.clear()
+                self.junk = False
+        return lines
+
+
+def parse_message(line: bytes) -> dict | None:
+    """A recorder message, or None for one too big to parse safely (the learner's process can forge one
+    with the nonce: a few MB of "[]" would be millions of objects here)."""
+    if line.count(b"{") + line.count(b"[") + line.count(b",") > MAX_TOKENS:
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: int, budget_end: float,
+            nonce: str) -> None:
+    current, started, lines, total = None, time.monotonic(), Lines(nonce), 0
+    while True:
+        limit = started + (timeout if current is not None else STARTUP_S)
+        wait = min(limit, budget_end) - time.monotonic()
+        ready = select.select([read_end], [], [], max(0.0, wait))[0] if wait > 0 else []
+        if not ready:
+            if budget_end <= limit:
+                result.stopped = Stop(current, "timeout", "budget", budget=True)
+            elif current is None:
+                result.stopped = Stop(None, "timeout", f"the sandbox did not start within {STARTUP_S} s")
+            else:
+                result.stopped = Stop(current, "timeout", f"ran past {timeout} s")
+            return
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:  # every writer is gone: the process ended without saying it was done
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            how = (f"was killed by signal {-code}" if code is not None and code < 0
+                   else f"exited with code {code}")
+            result.stopped = Stop(current, "crashed", f"the process running your code {how}")
+            return
+        total += len(chunk)
+        if total > MAX_REPORT:
+            result.stopped = Stop(current, "too_much_output", f"sent more than {MAX_REPORT} bytes of outputs")
+            return
+        for line in lines.feed(chunk):
+            message = parse_message(line)
+            if message is None or message.get("nonce") != nonce:
+                continue
+            if message.get("notebook") is not None and result.notebook is None:
+                result.notebook = message
+                if not tasks and message.get("chapter") in CHAPTERS:  # the first run: every task of it
+                    tasks.extend(chapter(message["chapter"]).TASKS)
+            elif isinstance(message.get("cell"), int):
+                current, started = ("cell", message["cell"]), time.monotonic()
+            elif isinstance(message.get("cell_error"), int):
+                result.cell_errors.setdefault(message["cell_error"], str(message.get("error"))[:200])
+            elif message.get("task") in tasks:
+                current, started = ("task", message["task"]), time.monotonic()
+            elif message.get("record") in tasks:
+                result.records.setdefault(message["record"], message)
+            elif message.get("done") is True:
+                return

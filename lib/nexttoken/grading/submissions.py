@@ -1,0 +1,103 @@
+"""Reading submissions: regular files only, never through a symbolic link, up to a size cap, never
+blocking on a FIFO or a device; each read once, at the start, into a private folder."""
+
+import errno
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from .csvs import clean, name_text
+
+MAX_STRUCTURES = 1_000_000  # JSON objects and lists in a submission: more is refused before any parsing
+
+
+class IsALink(Exception):
+    """A component of a submission's path is a symbolic link."""
+
+
+def open_no_symlinks(path: Path) -> int:
+    """A descriptor of ``path``, opened one component at a time with O_NOFOLLOW (what openat2's
+    RESOLVE_NO_SYMLINKS does, which Python does not offer): raises IsALink, naming the component, where
+    any component of the path as given is a symbolic link."""
+    parts = [p for p in os.fsencode(path).split(b"/") if p not in (b"", b".")]
+    if not parts:
+        raise IsADirectoryError(str(path))
+    folder = os.open("/" if os.fsencode(path).startswith(b"/") else ".", os.O_PATH | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            if stat.S_ISLNK(os.lstat(part, dir_fd=folder).st_mode):
+                raise IsALink(os.fsdecode(b"/".join(parts[:i + 1])))
+            last = i == len(parts) - 1
+            flags = (os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY) if last else (os.O_PATH | os.O_DIRECTORY)
+            try:  # O_NOFOLLOW: a link swapped in after the lstat is refused here (ELOOP, ENOTDIR)
+                fd = os.open(part, flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+            except OSError as exc:
+                swapped = exc.errno in (errno.ELOOP, errno.ENOTDIR)
+                if swapped and stat.S_ISLNK(os.lstat(part, dir_fd=folder).st_mode):
+                    raise IsALink(os.fsdecode(b"/".join(parts[:i + 1]))) from None
+                raise
+            os.close(folder)
+            folder = fd
+        return folder
+    except BaseException:
+        os.close(folder)
+        raise
+
+
+def read_submission(path: Path, max_bytes: int) -> tuple[bytes | None, tuple[str, str] | None]:
+    """(data, None), or (None, (status, reason)) for what is not a regular file within the size cap."""
+    try:
+        fd = open_no_symlinks(path)  # O_NONBLOCK: a FIFO opens at once
+    except IsALink as exc:
+        return None, ("symlink", f"a symbolic link ({clean(name_text(exc.args[0]))}), not graded: "
+                                 "submit the notebook file itself")
+    except OSError as exc:
+        return None, ("unreadable", f"could not open it: {exc.strerror}")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, ("not_a_file", "not a regular file (a folder, FIFO, device or socket); "
+                                        "only regular files are graded")
+        if info.st_size > max_bytes:
+            return None, ("too_large", f"{info.st_size} bytes, over the limit of {max_bytes} (--max-size)")
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > max_bytes:  # it grew while being read
+            return None, ("too_large", f"over the limit of {max_bytes} bytes (--max-size)")
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if data.count(b"{") + data.count(b"[") > MAX_STRUCTURES:  # before anything parses it
+        return None, ("too_complex", f"more than {MAX_STRUCTURES} JSON objects and lists; clear its outputs "
+                                     "and metadata (Jupyter: Edit > Clear Outputs of All Cells) and save again")
+    return data, None
+
+
+class Snapshots:
+    """Every submission read once, at the start, into a private folder (mode 0700): what is graded is what
+    was there then, whatever is renamed, swapped for a link or rewritten during the batch."""
+
+    def __init__(self, paths: list[Path], max_bytes: int):
+        self.folder = tempfile.TemporaryDirectory(prefix="nexttoken-snapshots-")
+        self.taken: dict[str, Path | tuple[str, str]] = {}
+        for number, path in enumerate(paths):
+            data, problem = read_submission(path, max_bytes)
+            if problem is not None:
+                self.taken[name_text(path)] = problem
+                continue
+            copy = Path(self.folder.name) / f"{number}.ipynb"
+            copy.write_bytes(data)
+            self.taken[name_text(path)] = copy
+
+    def read(self, name: str) -> tuple[bytes | None, tuple[str, str] | None]:
+        taken = self.taken[name]
+        return (None, taken) if isinstance(taken, tuple) else (taken.read_bytes(), None)
+
+    def close(self) -> None:
+        self.folder.cleanup()

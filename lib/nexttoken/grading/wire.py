@@ -1,0 +1,103 @@
+"""The one data format between the sandbox and the grader, with its one table of limits.
+
+Inside the sandbox the recorder turns each output of a learner's function into plain JSON data with
+``encode``, cut down to the limits below; outside, the grader trusts none of it and rebuilds it with
+``decode_outcomes``, which refuses anything beyond the same limits. A task's ``run`` (nexttoken.exercises)
+keeps lists within ``MAX_LIST`` too, so ``check()`` in a notebook sees what the grader sees.
+
+Tensors travel as ``{"dtype", "shape", "data"}``, data being base64 of the contiguous bytes.
+"""
+
+import base64
+import binascii
+
+import torch
+
+MAX_STRING = 1000  # characters of a string output or an error message
+MAX_LIST = 64  # items of one list or tuple
+MAX_DEPTH = 4  # levels of nested lists
+MAX_ITEMS = 10_000  # values in one task's outputs, counted over nested lists
+MAX_NUMEL = 1 << 22  # elements of one tensor
+MAX_KIND = 40  # characters of an outcome's kind ("ok", "error", ...)
+DTYPES = {name: getattr(torch, name) for name in
+          ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")}
+
+
+class Rejected(Exception):
+    """A recorded output that is not plain data within the limits."""
+
+
+def encode(value, depth: int = 0):
+    """A learner's output as JSON-able plain data, cut down to the limits (the grader checks it again)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                "data": base64.b64encode(raw).decode("ascii")}
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value[:MAX_STRING]
+    if isinstance(value, (list, tuple)) and depth < MAX_DEPTH:
+        return [encode(v, depth + 1) for v in value[:MAX_LIST]]
+    return f"<an object of type {type(value).__name__}>"
+
+
+def decode_outcomes(outcomes, n_cases: int) -> list[tuple[str, object]]:
+    """A task's recorded (kind, value) pairs, values rebuilt as Python and torch data, or Rejected."""
+    if not isinstance(outcomes, list) or not 1 <= len(outcomes) <= n_cases:
+        raise Rejected(f"expected a list of 1 to {n_cases} outcomes")
+    budget, decoded = [MAX_ITEMS], []
+    for item in outcomes:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and 0 < len(item[0]) <= MAX_KIND):
+            raise Rejected("an outcome that is not a (kind, value) pair")
+        decoded.append((item[0], decode_value(item[1], 0, budget)))
+    return decoded
+
+
+def decode_value(value, depth: int, budget: list):
+    """A recorded value as plain Python/torch data, or Rejected. ``budget[0]`` counts values left."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise Rejected(f"more than {MAX_ITEMS} values")
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_STRING:
+            raise Rejected(f"a string longer than {MAX_STRING} characters")
+        return value
+    if isinstance(value, list):
+        if depth >= MAX_DEPTH or len(value) > MAX_LIST:
+            raise Rejected(f"a list deeper than {MAX_DEPTH} levels or longer than {MAX_LIST} items")
+        return [decode_value(v, depth + 1, budget) for v in value]
+    if isinstance(value, dict) and set(value) == {"dtype", "shape", "data"}:
+        return decode_tensor(value)
+    raise Rejected(f"a value of type {type(value).__name__}")
+
+
+def decode_tensor(value: dict) -> torch.Tensor:
+    """A dense, contiguous CPU tensor of an allowed dtype, rebuilt from exactly numel * itemsize bytes."""
+    dtype, shape, data = DTYPES.get(value["dtype"]), value["shape"], value["data"]
+    if dtype is None:
+        raise Rejected(f"a tensor of dtype {str(value['dtype'])[:20]!r}")
+    if not (isinstance(shape, list) and len(shape) <= 8
+            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_NUMEL for s in shape)):
+        raise Rejected("a tensor with an invalid shape")
+    numel = 1
+    for s in shape:
+        numel *= s
+    if numel > MAX_NUMEL:
+        raise Rejected(f"a tensor of more than {MAX_NUMEL} elements")
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    if not isinstance(data, str) or len(data) > 4 * (numel * itemsize + 2) // 3 + 4:
+        raise Rejected("a tensor whose data does not match its shape")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise Rejected("a tensor whose data is not base64") from None
+    if len(raw) != numel * itemsize:
+        raise Rejected("a tensor whose data does not match its shape")
+    if numel == 0:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
