@@ -2,16 +2,25 @@
 
     .venv/bin/python bench/grade_throughput.py            # 8 copies of solutions/ch05.ipynb
     .venv/bin/python bench/grade_throughput.py --n 2      # a short smoke run of the same code
+    .venv/bin/python bench/grade_throughput.py --class 200  # a synthetic class, at class scale
 
 Grades N copies of one solution notebook with ``--jobs 1`` and ``--jobs 2``, each in a bubblewrap sandbox
 and again with ``--no-sandbox``, and prints wall seconds per submission (the grader's own start-up
 included, as an instructor sees it) and the sandbox's overhead per submission. Every copy must score
 full marks, or the figures would time a failure. Runs are interleaved (sandboxed, then not, per round)
 and each figure is the median of the rounds.
+
+With ``--class N`` it grades a synthetic class instead, sandboxed, with ``--jobs 1`` and then ``--jobs 2``:
+N notebooks cycling through every chapter's solution (most), its exercise as handed out (stubs), and
+one in ten hostile (a task that never returns, a cell that hangs, a process that kills itself). It
+prints submissions per minute, the seconds the hanging ones cost (from the grader's progress lines),
+the largest memory any process of the run held (max RSS), and what a class of 1,000 would take.
 """
 
 import argparse
 import csv
+import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,12 +48,87 @@ def grade_once(folder: Path, names: list[str], jobs: int, sandbox: bool) -> floa
     return elapsed
 
 
+HOSTILE = {  # cells appended to a copy of an exercise: each costs the grader time, never a crash
+    "hangs_in_a_task": "def causal_mask(T):\n    while True:\n        pass\n",
+    "hangs_in_a_cell": "while True:\n    pass\n",
+    "kills_itself": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+}
+
+
+def synthetic_class(folder: Path, n: int) -> tuple[list[str], set[str]]:
+    """N notebooks: every tenth hostile (on chapter 2's exercise), the rest cycling through solutions (3 in
+    4) and exercises as handed out (1 in 4), over the seven chapters. Returns the names and the hostile ones."""
+    import nbformat
+
+    names, hostile = [], set()
+    for i in range(n):
+        chapter = f"ch0{i % 7 + 1}"
+        if i % 10 == 9:
+            kind = list(HOSTILE)[(i // 10) % len(HOSTILE)]
+            nb = nbformat.read(ROOT / "exercises" / "ch02.ipynb", as_version=4)
+            nb.cells.append(nbformat.v4.new_code_cell(HOSTILE[kind]))
+            name = f"s{i:04d}_{kind}.ipynb"
+            hostile.add(name)
+            nbformat.write(nb, folder / name)
+        else:
+            source = "exercises" if i % 4 == 3 else "solutions"
+            name = f"s{i:04d}_{source}_{chapter}.ipynb"
+            shutil.copy(ROOT / source / f"{chapter}.ipynb", folder / name)
+        names.append(name)
+    return names, hostile
+
+
+def grade_class(folder: Path, names: list[str], hostile: set[str], jobs: int, timeout: int) -> dict:
+    cmd = [sys.executable, "-m", "nexttoken.grade", "--out", f"class-{jobs}.csv", "--jobs", str(jobs),
+           "--timeout", str(timeout), "--", *names]
+    start = time.perf_counter()
+    result = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=24 * 3600)
+    elapsed = time.perf_counter() - start
+    if result.returncode != 0:
+        sys.exit(f"the grader failed: {result.stderr[-2000:]}")
+    seconds = {}  # submission -> its seconds, from the grader's progress lines
+    for line in result.stderr.splitlines():
+        found = re.match(r"^\[\d+/\d+\] (\S+) .* in ([\d.]+) s$", line)
+        if found:
+            seconds[found[1]] = float(found[2])
+    normal = statistics.median(t for name, t in seconds.items() if name not in hostile)
+    lost = sum(t - normal for name, t in seconds.items() if name in hostile)
+    with open(folder / f"class-{jobs}.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len({r["submission"] for r in rows}) == len(names), "a submission has no row"
+    return dict(elapsed=elapsed, per_minute=60 * len(names) / elapsed, lost=lost, normal=normal)
+
+
+def class_main(n: int, timeout: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="grade-class-") as tmp:
+        folder = Path(tmp)
+        names, hostile = synthetic_class(folder, n)
+        runs = {jobs: grade_class(folder, names, hostile, jobs, timeout) for jobs in (1, 2)}
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
+    print(f"a synthetic class of {n} ({len(hostile)} hostile), sandboxed, --timeout {timeout}")
+    print(f"{'jobs':>4}  {'wall s':>8}  {'per minute':>10}  {'s each (median)':>15}  {'s lost to hangs':>15}")
+    for jobs, r in runs.items():
+        print(f"{jobs:>4}  {r['elapsed']:8.1f}  {r['per_minute']:10.1f}  {r['normal']:15.2f}  {r['lost']:15.1f}")
+    print(f"largest memory of one process in these runs (max RSS): {peak_mb:.0f} MB")
+    best = max(runs.values(), key=lambda r: r["per_minute"])
+    print(f"a class of 1,000 at this rate: about {1000 / best['per_minute']:.0f} minutes "
+          f"(--jobs {max(runs, key=lambda j: runs[j]['per_minute'])}, this machine)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=8, help="copies of the solution to grade (default 8)")
     parser.add_argument("--rounds", type=int, default=1, help="repeats of each configuration (default 1)")
     parser.add_argument("--notebook", type=Path, default=ROOT / "solutions" / "ch05.ipynb")
+    parser.add_argument("--class", dest="class_size", type=int, help="grade a synthetic class of this size instead")
+    parser.add_argument("--timeout", type=int, default=10, help="--class: the grader's --timeout (default 10 s)")
     args = parser.parse_args()
+    if args.class_size is not None:
+        if args.class_size < 10:
+            parser.error("--class needs at least 10 submissions (one in ten is hostile)")
+        if shutil.which("bwrap") is None:
+            sys.exit("bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")
+        return class_main(args.class_size, args.timeout)
     if args.n < 1 or args.rounds < 1:
         parser.error("--n and --rounds must be at least 1")
     if shutil.which("bwrap") is None:

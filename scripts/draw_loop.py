@@ -44,18 +44,18 @@ def facts() -> dict:
 def labels(f: dict) -> list[tuple[str, str]]:
     top = "\n".join(f"p({t!r}) = {p:.3f}" for t, p in f["top"])
     return [
-        ("1. prompt ids", f"{PROMPT!r}\n{f['ids']}"),
-        ("2. forward", f"model(ids)\nlogits {f['logits_shape']}"),
-        ("3. last row", f"logits[:, -1, :]\n(1, {f['vocab']})"),
-        ("4. softmax", top + "\n..."),
-        ("5. select", f"greedy: argmax\n-> {f['chosen']} ({f['chosen_text']!r})"),
-        ("6. append", "{}\n{}".format(*(lambda ids: (str(ids[:2])[:-1] + ",", " " + str(ids[2:])[1:]))(
+        ("prompt ids", f"{PROMPT!r}\n{f['ids']}"),
+        ("1. forward", f"model(ids)\nlogits {f['logits_shape']}"),
+        ("2. slice", f"logits[:, -1, :]\n(1, {f['vocab']})"),
+        ("3. softmax", top + "\n..."),
+        ("4. select", f"greedy: argmax\n-> {f['chosen']} ({f['chosen_text']!r})"),
+        ("5. append", "{}\n{}".format(*(lambda ids: (str(ids[:2])[:-1] + ",", " " + str(ids[2:])[1:]))(
             f["ids"] + [f["chosen"]]))),
     ]
 
 
 def draw(f: dict, path: Path) -> None:
-    """Six boxes in two rows (1 2 3, then 6 5 4 back under them), 7 inches wide: on the website's
+    """Six boxes in two rows (the prompt, 1, 2; then 5 4 3 back under them), 7 inches wide: on the website's
     688-pixel column the figure is shown at its own size, so its 8-point text is 10.7 px high."""
     plt.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, and the same on every machine
     plt.rcParams["svg.hashsalt"] = "nexttoken"

@@ -175,3 +175,11 @@ def test_the_throughput_benchmark_runs():
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "sandbox overhead with --jobs 1" in result.stdout
+
+
+def test_the_class_scale_benchmark_runs():
+    """--class: a synthetic class with hostile notebooks is graded whole; figures reported, never asserted."""
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "grade_throughput.py"), "--class", "10",
+                             "--timeout", "3"], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "a synthetic class of 10 (1 hostile)" in result.stdout and "a class of 1,000" in result.stdout

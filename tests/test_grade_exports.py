@@ -192,3 +192,35 @@ def test_shards_merged_equal_one_run(tmp_path):
     again = subprocess.run([sys.executable, "-m", "nexttoken.grade", "merge", "part1.csv", "part1.csv", "--out",
                             "x.csv"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "is graded in both" in again.stderr
+
+
+@pytest.mark.slow
+def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
+    """The zip holds what Gradescope runs; its run_autograder, pointed at a folder of our own, grades a
+    submitted solution notebook into results.json (with --no-sandbox, as in Gradescope's container)."""
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "scripts/make_gradescope_autograder.py", "--out", str(tmp_path / "ag.zip")],
+                   cwd=root, check=True, capture_output=True, timeout=300)
+    with zipfile.ZipFile(tmp_path / "ag.zip") as z:
+        names = z.namelist()
+        assert names[:2] == ["setup.sh", "run_autograder"] and names[2].endswith(".whl")
+        assert all(z.getinfo(n).external_attr >> 16 & 0o111 for n in names[:2])  # executable
+        assert "torch==2.13.0" in z.read("setup.sh").decode()
+        z.extractall(tmp_path / "source")
+    with zipfile.ZipFile(tmp_path / "source" / names[2]) as wheel:
+        files = wheel.namelist()
+    for needed in ("nexttoken/grading/recorder.py", "nexttoken/exercises/ch02.py", "nexttoken/assets/gpt2.tiktoken"):
+        assert needed in files, needed
+    autograder = tmp_path / "autograder"
+    (autograder / "submission").mkdir(parents=True)
+    shutil.copy(root / "solutions" / "ch02.ipynb", autograder / "submission" / "whatever.ipynb")
+    run = tmp_path / "source" / "run_autograder"
+    done = subprocess.run(["bash", str(run)], env={**os.environ, "AUTOGRADER": str(autograder), "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    assert results["score"] == len(results["tests"]) >= 3
+    assert all(t["status"] == "passed" and t["name"].startswith("ch02.") for t in results["tests"])

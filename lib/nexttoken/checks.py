@@ -3,7 +3,7 @@
 They take plain values (a vocabulary size, a shape), not the model, so this module imports nothing of
 the library and both ``model.py`` and ``generate.py`` can use it. Each error names the argument and
 what was expected. ``generate`` runs them once per call; the model's own forward runs the tensor checks
-only when called directly (``Decoder.forward``), not at every step of the loop (``Decoder.run``).
+only when called directly (``Decoder.forward``), not at every step of the loop (``Decoder.forward_unchecked``).
 """
 
 import inspect

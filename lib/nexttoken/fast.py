@@ -132,7 +132,7 @@ def can_use_onednn(model: nn.Module) -> bool:
 class Prepared:
     """A ``Decoder`` run by ``fast_run``: ``generate`` has ``nexttoken.generate``'s arguments and tokens.
 
-    It looks like a ``Decoder`` to the generation loop (``config``, ``new_cache``, ``run``), so the loop
+    It looks like a ``Decoder`` to the generation loop (``config``, ``new_cache``, ``forward_unchecked``), so the loop
     itself (its checks, EOS, padding, logits processors, cropping past the window) is the lesson's own
     ``nexttoken.generate``, not a copy of it; and the forward pass runs the model's own blocks (through
     ``Decoder.embed``, ``Block``, ``final_norm`` and ``lm_head``): only the mask, the positions, the
@@ -156,8 +156,10 @@ class Prepared:
     def new_cache(self) -> StaticCache:
         return StaticCache()
 
-    def run(self, input_ids, attention_mask=None, *, cache: StaticCache | None = None):
+    def forward_unchecked(self, input_ids, attention_mask=None, *, cache: StaticCache | None = None):
         return fast_run(self.model, input_ids, attention_mask, cache, self.call_layers)
+
+    run = forward_unchecked  # the name Decoder's had until this release
 
     def call_layers(self, *args):
         if not self.compiled:
@@ -203,9 +205,9 @@ def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -
 
 
 def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None, layers=None):
-    """``Decoder.run`` (logits (B, T, vocab)) with fewer small operations per step.
+    """``Decoder.forward_unchecked`` (logits (B, T, vocab)) with fewer small operations per step.
 
-    Arguments are already checked by ``generate``, as for ``Decoder.run``. What it saves, per step:
+    Arguments are already checked by ``generate``, as for ``Decoder.forward_unchecked``. What it saves, per step:
     no mask at all for a one-token step when no row is padded (the new token may see every cached
     key); positions from a running count, not a cumulative sum over the mask; the cache written in
     place, never reallocated. ``layers(input_ids, positions, mask, cache)`` runs the model's layers
@@ -217,7 +219,7 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
     B, T = input_ids.shape
     past = 0 if cache is None else cache.length
     end = past + T
-    if cache is None or past == 0:  # the prompt (or a cropped window, without cache): as Decoder.run
+    if cache is None or past == 0:  # the prompt (or a cropped window, without cache): as the model's
         padded = attention_mask is not None and not bool(attention_mask.all())
         positions = (positions_from_mask(attention_mask) if padded
                      else torch.arange(T, device=input_ids.device).expand(B, T))

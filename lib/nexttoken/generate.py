@@ -92,7 +92,7 @@ def generate(
     touching the global one, but its draws differ from transformers'.
     """
     config = model.config
-    # Every argument is checked here, once: the loop then calls model.run, which checks nothing.
+    # Every argument is checked here, once: the loop then calls model.forward_unchecked, which checks nothing.
     input_ids = check_token_ids(input_ids, config.vocab_size, "input_ids")
     check_count(max_new_tokens, "max_new_tokens")
     eos_ids = normalize_eos(eos_token_id, config.vocab_size)
@@ -120,10 +120,10 @@ def generate(
             cache = None  # past the window, positions shift at every step: cached keys are stale
         if cache is not None:
             # Run only what the cache has not seen: the whole prompt at first, then one token a step.
-            logits = model.run(ids[:, len(cache):], mask, cache=cache)
+            logits = model.forward_unchecked(ids[:, len(cache):], mask, cache=cache)
         else:
             # Crop to the context window: the model has no position past L - 1.
-            logits = model.run(ids[:, -L:], mask[:, -L:])
+            logits = model.forward_unchecked(ids[:, -L:], mask[:, -L:])
         scores = logits[:, -1, :].float()  # only the last position predicts the token that comes next
         for process in processors:
             scores = process(ids, scores)

@@ -308,10 +308,11 @@ class Decoder(nn.Module):
             )
         if attention_mask is not None:
             attention_mask = check_attention_mask(attention_mask, (B, past + T))
-        return self.run(input_ids, attention_mask, cache=cache, causal=causal, return_attention=return_attention)
+        return self.forward_unchecked(input_ids, attention_mask, cache=cache, causal=causal,
+                                      return_attention=return_attention)
 
-    def run(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-            cache: KVCache | None = None, causal: bool = True, return_attention: bool = False):
+    def forward_unchecked(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+                          cache: KVCache | None = None, causal: bool = True, return_attention: bool = False):
         """The forward pass itself, on arguments already checked: input_ids int64 (B, T) that fit the
         window, attention_mask None or 0/1 (B, past + T). ``generate`` checks its arguments once, then
         calls this at every step; call ``model(...)`` (``forward``) yourself, which checks them."""
@@ -335,6 +336,8 @@ class Decoder(nn.Module):
             attention.append(weights)
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
+
+    run = forward_unchecked  # its name until this release: kept so that code calling model.run still works
 
     def embed(self, input_ids: torch.Tensor, positions: torch.Tensor):
         """The residual stream's start (B, T, d_model) and the rotary angles (or None): token embeddings,

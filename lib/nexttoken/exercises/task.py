@@ -264,7 +264,7 @@ def forbidding(rules: dict[str, str], args):
                 for model in (a for a in args if isinstance(a, Decoder)):
                     def refuse(*_, **__):
                         raise RuntimeError(message)
-                    for name in ("forward", "run"):  # model(x), model.forward(x), model.run(x)
+                    for name in ("forward", "forward_unchecked", "run"):  # model(x), model.forward(x), ...: every door in
                         object.__setattr__(model, name, refuse)
                         undo.append(lambda m=model, n=name: object.__delattr__(m, n))
             elif call == "torch.softmax":

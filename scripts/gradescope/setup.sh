@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu, Python 3.10 or newer).
+# It installs the course's torch pin (the CPU wheel) and the nexttoken wheel that came in this zip.
+set -euo pipefail
+cd "$(dirname "$0")"
+apt-get update -q
+apt-get install -y -q python3-pip
+python3 -m pip install -q "torch==TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
+python3 -m pip install -q "$(ls nexttoken-*.whl)[grade]"
