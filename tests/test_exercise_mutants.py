@@ -91,3 +91,18 @@ def test_no_machine_made_mutant_of_a_solution_survives():
         torch.set_num_threads(threads)
     assert not survivors, survivors
     assert equivalent_seen == len(equivalent), "an entry of equivalent_mutants.txt no longer occurs"
+
+
+@pytest.mark.slow
+def test_mutmut_leaves_no_survivor_in_chapter_one(tmp_path):
+    """scripts/mutate_checks.py --tool mutmut works end to end (mutmut's own mutants, its fork server, the
+    survivors read back and matched with equivalent_mutants_mutmut.txt) on the smallest chapter; the
+    whole course takes minutes: .venv/bin/python scripts/mutate_checks.py --tool mutmut."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "mutate_checks.py"), "--tool", "mutmut", "ch01",
+                          "--keep", str(tmp_path / "mutmut")], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    total = run.stdout.strip().splitlines()[-1]
+    assert total.startswith("total: ") and " 0 survived" in total and not total.startswith("total: 0 killed"), total

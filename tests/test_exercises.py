@@ -115,8 +115,8 @@ STEP_TASKS = [("ch04", "q2"), ("ch04", "q4"), ("ch05", "q1"), ("ch05", "q4")]
 def test_loop_inputs_discriminate(ch, name):
     """A loop that ignores its own output, or one row's prediction used for all, must give other tokens:
     each free-running greedy continuation has at least 3 distinct tokens, and the rows of a batch start
-    with different predictions."""
-    for model, ids, n, *_ in getattr(chapter(ch), name).cases():
+    with different predictions. (The named cases: the generated ones cover the space of lengths and counts.)"""
+    for model, ids, n, *_ in getattr(chapter(ch), name).named_cases():
         if n < 3:
             continue
         new = nexttoken.generate(model, ids, n)[:, ids.shape[1]:]
@@ -160,7 +160,7 @@ def test_eos_rows_stop_at_different_steps():
 
 
 def test_bigram_inputs_discriminate():
-    for probs, ids, n in chapter("ch05").q3.cases():
+    for probs, ids, n in chapter("ch05").q3.named_cases():
         if n < 3:
             continue
         new = chapter("ch05").q3.reference(probs, ids, n)[:, ids.shape[1]:]
@@ -297,3 +297,88 @@ def test_every_chapter_has_three_tasks_and_a_transfer_task():
         assert len(chapter(ch).TASKS) >= 3, ch
         assert chapter(ch).TRANSFER, ch  # tasks the chapter did not show line by line
         assert set(chapter(ch).TRANSFER) <= set(chapter(ch).TASKS)
+
+
+# --- The generated test inputs (hypothesis) ---
+
+GENERATED = [t for t in all_tasks() if t.generated is not None]
+
+
+def load_make_cases():
+    spec = importlib.util.spec_from_file_location("make_cases", ROOT / "scripts" / "make_cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_stored_generated_cases_are_what_hypothesis_draws():
+    """cases.json (the example database every process reads) is what scripts/make_cases.py draws now:
+    derandomized, and blind to the constants of whichever local modules happen to be imported."""
+    import json
+
+    stored = json.loads((ROOT / "lib" / "nexttoken" / "exercises" / "cases.json").read_text())
+    assert load_make_cases().all_examples() == stored
+    assert {t.generated.key for t in GENERATED} == set(stored)
+    assert len(GENERATED) >= 5
+
+
+@pytest.mark.parametrize("ch,name", [("ch05", "q2"), ("ch06", "q3"), ("ch06", "q5"), ("ch07", "q3")])
+def test_generated_loop_cases_cover_the_domain(ch, name):
+    """The generated loop inputs hold 0 and 1 new tokens, one row and several, T = 1, and (where the
+    window allows it) a prompt plus new tokens of the longest the model reads."""
+    task = getattr(chapter(ch), name)
+    generated = task.cases()[len(task.named_cases()):]
+    assert len(generated) == task.generated.count
+    counts = {case[2] for case in generated}
+    assert {0, 1} <= counts, counts
+    assert {case[1].shape[0] for case in generated} >= {1, 2}
+    assert 1 in {case[1].shape[1] for case in generated}
+    longest = [c[1].shape[1] + c[2] >= c[0].config.context_length for c in generated]
+    assert any(longest)
+
+
+def test_generated_padding_cases_are_wide_and_ragged():
+    task = chapter("ch06").q4
+    generated = task.cases()[len(task.named_cases()):]
+    widths = [ids.shape[1] for ids, _ in generated]
+    assert max(widths) >= 30 and min(widths) <= 2, widths  # past the ~17 where an unstable sort reorders
+    assert any(len(set(mask.sum(1).tolist())) > 1 for _, mask in generated)  # rows of different lengths
+
+
+def test_generated_eos_cases_stop_on_the_prompt_the_model_and_nothing():
+    """EOS ids the model produces, ones only the prompt holds, pad ids the model produces too."""
+    stops, in_prompt, pad_produced = 0, 0, 0
+    task = chapter("ch06").q3
+    for model, ids, n, eos, pad in task.cases()[len(task.named_cases()):]:
+        free = nexttoken.generate(model, ids, max(n, 1))[:, ids.shape[1]:]
+        stops += bool((free[:, :n] == eos).any())
+        in_prompt += bool((ids == eos).any())
+        pad_produced += bool((free == pad).any())
+    assert stops >= 3 and in_prompt >= 1 and pad_produced >= 3, (stops, in_prompt, pad_produced)
+
+
+def _cuts_wide_rows(input_ids, attention_mask):
+    """Right to left padding, but every row wider than 20 slots loses its last real token: a mistake
+    that only wide rows show, so only the generated inputs catch it."""
+    order = torch.argsort(attention_mask, dim=1, stable=True)
+    ids, mask = input_ids.gather(1, order), attention_mask.gather(1, order)
+    if ids.shape[1] > 20 and ids.shape[0] < 3:
+        ids = torch.cat([ids[:, :1], ids[:, :-1]], dim=1)
+    return ids, mask
+
+
+def test_check_shrinks_a_generated_failure_to_the_smallest_input(tmp_path, monkeypatch, capsys):
+    """A failure on a generated input is shown on the smallest input hypothesis finds that still fails
+    (here: one row, 21 wide), failing_input() gives that input back, hypothesis prints nothing and
+    leaves no .hypothesis folder in the learner's working directory; the grader's half (evaluate) still
+    fails the answer on the stored inputs alone."""
+    monkeypatch.chdir(tmp_path)
+    task = chapter("ch06").q4
+    task.check(_cuts_wide_rows)
+    out = capsys.readouterr()
+    assert out.out.startswith("❌ q4") and "hypothesis shrank" in out.out, out.out
+    assert out.err == ""
+    ids, mask = task.failing_input()
+    assert tuple(ids.shape) == (1, 21)
+    assert list(tmp_path.iterdir()) == []
+    assert task.evaluate(task.run(_cuts_wide_rows))[0] == "failed"

@@ -3,7 +3,7 @@
 import torch
 
 from ..model import Decoder, DecoderConfig, causal_mask
-from .common import random_ids, small_model
+from .common import embed_with_positions, random_ids, run_blocks, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch03"
@@ -11,21 +11,9 @@ TASKS = ["q1", "q2", "q3"]
 TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 
 
-def _embed(model, input_ids, positions=None):
-    if positions is None:
-        positions = torch.arange(input_ids.shape[1])
-    return model.token_embedding(input_ids) + model.position_embedding(positions)
-
-
-def _run_blocks(model, x, mask, blocks=None):
-    for block in model.blocks if blocks is None else blocks:
-        x, _ = block(x, mask)
-    return x
-
-
 @torch.no_grad()
 def _forward(model, input_ids):
-    x = _run_blocks(model, _embed(model, input_ids), causal_mask(input_ids.shape[1]))
+    x = run_blocks(model, embed_with_positions(model, input_ids), causal_mask(input_ids.shape[1]))
     return model.lm_head(model.final_norm(x))
 
 
@@ -43,18 +31,18 @@ def _q1_diagnose(args, expected, got):
 
 q1 = Task(
     name="q1", function="embed", title="token + position embeddings", chapter=CHAPTER,
-    cases=_cases, reference=torch.no_grad()(_embed), diagnose=_q1_diagnose,
+    cases=_cases, reference=torch.no_grad()(embed_with_positions), diagnose=_q1_diagnose,
     known=[
         Known("you forgot the position embeddings: without them, attention (a weighted average) has no direct "
               "signal of where a token is", lambda m, ids: m.token_embedding(ids)),
         Known("only the position embeddings: add the token embeddings too",
               lambda m, ids: m.position_embedding(torch.arange(ids.shape[1])).expand(ids.shape[0], -1, -1)),
         Known("positions start at 0, not 1: use torch.arange(T)",
-              lambda m, ids: _embed(m, ids, torch.arange(1, ids.shape[1] + 1))),
+              lambda m, ids: embed_with_positions(m, ids, torch.arange(1, ids.shape[1] + 1))),
         Known("you multiplied the two embeddings; the residual stream starts as their sum",
               lambda m, ids: m.token_embedding(ids) * m.position_embedding(torch.arange(ids.shape[1]))),
         Known("the positions run backwards: position t is t tokens after the start, torch.arange(T)",
-              lambda m, ids: _embed(m, ids, torch.arange(ids.shape[1]).flip(0))),
+              lambda m, ids: embed_with_positions(m, ids, torch.arange(ids.shape[1]).flip(0))),
     ],
     hints=("Each token's vector says what it is; something else must say where it is.",
            "The position of token t is t, counting from 0; its vector comes from model.position_embedding.",
@@ -70,26 +58,26 @@ def _q2_diagnose(args, expected, got):
 
 
 def _no_norm(m, ids):
-    return m.lm_head(_run_blocks(m, _embed(m, ids), causal_mask(ids.shape[1])))
+    return m.lm_head(run_blocks(m, embed_with_positions(m, ids), causal_mask(ids.shape[1])))
 
 
 def _no_mask(m, ids):
     T = ids.shape[1]
-    return m.lm_head(m.final_norm(_run_blocks(m, _embed(m, ids), torch.ones(T, T, dtype=torch.bool))))
+    return m.lm_head(m.final_norm(run_blocks(m, embed_with_positions(m, ids), torch.ones(T, T, dtype=torch.bool))))
 
 
 def _first_block(m, ids):
-    x = _run_blocks(m, _embed(m, ids), causal_mask(ids.shape[1]), m.blocks[:1])
+    x = run_blocks(m, embed_with_positions(m, ids), causal_mask(ids.shape[1]), m.blocks[:1])
     return m.lm_head(m.final_norm(x))
 
 
 def _no_positions(m, ids):
-    x = _run_blocks(m, m.token_embedding(ids), causal_mask(ids.shape[1]))
+    x = run_blocks(m, m.token_embedding(ids), causal_mask(ids.shape[1]))
     return m.lm_head(m.final_norm(x))
 
 
 def _norm_each_block(m, ids):
-    x = _embed(m, ids)
+    x = embed_with_positions(m, ids)
     for block in m.blocks:
         x, _ = block(x, causal_mask(ids.shape[1]))
         x = m.final_norm(x)
@@ -107,7 +95,7 @@ q2 = Task(
         Known("only the first block ran: loop over every block of model.blocks, each one's output feeding "
               "the next", torch.no_grad()(_first_block)),
         Known("the blocks were skipped: the embeddings went straight to the LM head",
-              torch.no_grad()(lambda m, ids: m.lm_head(m.final_norm(_embed(m, ids))))),
+              torch.no_grad()(lambda m, ids: m.lm_head(m.final_norm(embed_with_positions(m, ids))))),
         Known("the position embeddings are missing: start from your embed (tokens + positions)",
               torch.no_grad()(_no_positions)),
         Known("the final norm goes once, after the last block, not after every block",

@@ -6,8 +6,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..model import causal_mask
-from .ch03 import _embed, _run_blocks
-from .common import random_ids, seeded, small_model
+from .common import embed_with_positions, random_ids, run_blocks, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch04"
@@ -169,7 +168,7 @@ def _head_on_last_position_only(args):
 def _last_position_logits(model, input_ids, slice_at=-1, norm=True, mask=True):
     T = input_ids.shape[1]
     m = causal_mask(T) if mask else torch.ones(T, T, dtype=torch.bool)
-    h = _run_blocks(model, _embed(model, input_ids), m)[:, slice_at, :]  # chapter 3's forward, to the blocks
+    h = run_blocks(model, embed_with_positions(model, input_ids), m)[:, slice_at, :]  # chapter 3, to the blocks
     return model.lm_head(model.final_norm(h) if norm else h)
 
 

@@ -5,13 +5,12 @@ import contextlib
 import torch
 
 from ..generate import generate, sample
-from .common import random_ids, seeded, small_model
-from .task import Known, Mistake, Task
+from .common import NO_GENERATE, loop_case, loop_params, random_ids, seeded, small_model
+from .task import Generated, Known, Mistake, Task
 
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4"]
 TRANSFER = ["q3"]  # tasks the chapter does not show line by line
-NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 @torch.no_grad()
@@ -84,6 +83,7 @@ q2 = Task(
     cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(11), random_ids(11, 2, 3), 1),
                    (small_model(70), random_ids(70, 1, 3), 5), (small_model(83), random_ids(83, 3, 2), 8),
                    (small_model(120), random_ids(120, 1, 1), 15)],  # 1 + 15 = context_length 16, the longest
+    generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
     reference=lambda model, ids, n: generate(model, ids, n), diagnose=_q2_diagnose, forbid=NO_GENERATE,
     known=[
         Known("every new token is the same one: each step must run the model on the sequence so far, "
@@ -115,6 +115,18 @@ def _bigram_greedy(probs, input_ids, max_new_tokens, pick=lambda p, ids: p[ids[:
     return ids
 
 
+def _bigram_params():
+    """(seed, vocabulary 2 to 8, rows 1 to 3, prompt 1 to 3 tokens, 0 to 8 new tokens)."""
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(0, 999), st.integers(2, 8), st.integers(1, 3), st.integers(1, 3), st.integers(0, 8))
+
+
+def _bigram_case(params):
+    seed, V, rows, length, n = params
+    return _bigram_table(seed, V), random_ids(seed, rows, length, vocab=V), n
+
+
 def _q3_cases():
     return [(_bigram_table(35, 5), torch.tensor([[1], [4]]), 0), (_bigram_table(36, 5), torch.tensor([[3, 0]]), 1),
             (_bigram_table(33, 6), torch.tensor([[2]]), 6),
@@ -123,7 +135,8 @@ def _q3_cases():
 
 q3 = Task(
     name="q3", function="generate_from_bigram", title="the loop on chapter 1's bigram model", chapter=CHAPTER,
-    cases=_q3_cases, reference=_bigram_greedy, diagnose=_q2_diagnose,
+    cases=_q3_cases, generated=Generated(_bigram_params, _bigram_case), reference=_bigram_greedy,
+    diagnose=_q2_diagnose,
     known=[
         Known("you read the column probs[:, last]: row a of the table is p(next | a), so the next token's "
               "distribution is probs[last] (a row)",

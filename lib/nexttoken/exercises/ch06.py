@@ -3,13 +3,12 @@
 import torch
 
 from ..generate import generate
-from .common import random_ids, seeded, small_model
-from .task import Known, Mistake, Task
+from .common import NO_GENERATE, random_ids, seeded, small_model
+from .task import Generated, Known, Mistake, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
 TRANSFER = ["q4"]  # tasks the chapter does not show line by line
-NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
 
 
 def _update(finished, next_tokens, eos_token_id):
@@ -79,6 +78,27 @@ def _q3_cases():
             (model, prompt, 6, in_prompt, produced), (model, prompt, 6, int(free[0, 2]), produced)]
 
 
+def _eos_params():
+    """(seed, rows 1 to 3, prompt 1 to 8, then 0 to 16 - prompt new tokens, which EOS, which pad). The EOS
+    is a token the model produces (kind 0), one the prompt holds (1) or any id (2); the pad id is a token
+    the model produces (0) or any id (1). A pick chooses among them."""
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(0, 999), st.integers(1, 3), st.integers(1, 8)).flatmap(
+        lambda p: st.tuples(*map(st.just, p), st.integers(0, 16 - p[2]), st.integers(0, 2), st.integers(0, 99),
+                            st.integers(0, 1), st.integers(0, 99)))
+
+
+def _eos_case(params):
+    seed, rows, length, n, eos_kind, eos_pick, pad_kind, pad_pick = params
+    model, prompt = small_model(seed), random_ids(seed, rows, length)
+    produced = generate(model, prompt, max(n, 1))[:, length:].flatten().tolist()
+    in_prompt = int(prompt.flatten()[eos_pick % prompt.numel()])
+    eos = [produced[eos_pick % len(produced)], in_prompt, eos_pick % 50][eos_kind]
+    pad = [produced[pad_pick % len(produced)], pad_pick % 50][pad_kind]
+    return model, prompt, n, eos, pad
+
+
 def _q3_diagnose(args, expected, got):
     model, ids, n, eos, pad = args
     P = ids.shape[1]
@@ -107,7 +127,7 @@ def _q3_diagnose(args, expected, got):
 
 q3 = Task(
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
-    cases=_q3_cases,
+    cases=_q3_cases, generated=Generated(_eos_params, _eos_case),
     reference=lambda model, ids, n, eos, pad: generate(model, ids, n, eos_token_id=eos, pad_token_id=pad),
     diagnose=_q3_diagnose, forbid=NO_GENERATE,
     hints=("Keep one flag per row, and decide after each step whether to go on.",
@@ -138,6 +158,20 @@ def _q4_cases():
             _right_padded([3, 7], 8, seed=1), _right_padded([25, 40, 2], 40, seed=2)]
 
 
+def _padding_params():
+    """(width 1 to 40, the real tokens of 1 to 4 rows, a seed). Half the widths are drawn from 30 to 40:
+    rows that wide expose a sort that is not stable (hypothesis favours small numbers)."""
+    from hypothesis import strategies as st
+
+    return st.one_of(st.integers(1, 40), st.integers(30, 40)).flatmap(lambda T: st.tuples(
+        st.just(T), st.lists(st.integers(1, T), min_size=1, max_size=4), st.integers(0, 999)))
+
+
+def _padding_case(params):
+    T, lengths, seed = params
+    return _right_padded(lengths, T, seed)
+
+
 def _q4_diagnose(args, expected, got):
     if isinstance(got, torch.Tensor):
         raise Mistake("return two tensors, (input_ids, attention_mask), both left-padded")
@@ -145,7 +179,7 @@ def _q4_diagnose(args, expected, got):
 
 q4 = Task(
     name="q4", function="to_left_padding", title="right padding to left padding", chapter=CHAPTER,
-    cases=_q4_cases, reference=_left, diagnose=_q4_diagnose,
+    cases=_q4_cases, generated=Generated(_padding_params, _padding_case), reference=_left, diagnose=_q4_diagnose,
     known=[
         Known("you reversed the rows: the real tokens must stay in their order, only moved to the end",
               lambda ids, m: (ids.flip(1), m.flip(1))),
@@ -176,6 +210,20 @@ def _q5_cases():
             (small_model(8, context_length=5), random_ids(8, 2, 5), 6)]
 
 
+def _crop_params():
+    """(seed, rows 1 to 2, context_length 2 to 6, a prompt that fits it, 0 to 8 new tokens): most runs
+    go past the window."""
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(0, 999), st.integers(1, 2), st.integers(2, 6)).flatmap(
+        lambda p: st.tuples(*map(st.just, p), st.integers(1, p[2]), st.integers(0, 8)))
+
+
+def _crop_case(params):
+    seed, rows, L, length, n = params
+    return small_model(seed, context_length=L), random_ids(seed, rows, length), n
+
+
 @torch.no_grad()
 def _crop_loop(m, ids, n, window):
     for _ in range(n):
@@ -185,7 +233,8 @@ def _crop_loop(m, ids, n, window):
 
 q5 = Task(
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
-    cases=_q5_cases, reference=lambda model, ids, n: generate(model, ids, n), forbid=NO_GENERATE,
+    cases=_q5_cases, generated=Generated(_crop_params, _crop_case),
+    reference=lambda model, ids, n: generate(model, ids, n), forbid=NO_GENERATE,
     known=[
         Known("you kept the *first* context_length tokens; the model must read the most recent ones, "
               "ids[:, -L:]", lambda m, ids, n: _crop_loop(m, ids, n, lambda x: x[:, :m.config.context_length])),

@@ -6,8 +6,8 @@ import math
 import torch
 
 from ..generate import generate
-from .common import random_ids, seeded, small_model
-from .task import Known, Mistake, Task
+from .common import NO_GENERATE, loop_case, loop_params, random_ids, seeded, small_model
+from .task import Generated, Known, Mistake, Task
 
 CHAPTER = "ch07"
 TASKS = ["q1", "q2", "q3", "q4"]
@@ -133,9 +133,10 @@ q3 = Task(
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
     cases=lambda: [(small_model(120), random_ids(120, 1, 4), 6), (small_model(14), random_ids(14, 2, 3), 0),
                    (small_model(15), random_ids(15, 1, 5), 1), (small_model(130), random_ids(130, 2, 3), 9)],
+    generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
     reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
     watch=_reads_each_token_once,
-    forbid={"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"},
+    forbid=NO_GENERATE,
     known=[
         Known("each step started from a fresh cache, so the model saw only the newest token: make one cache "
               "before the loop and pass it every step", torch.no_grad()(_fresh_cache_each_step)),

@@ -5,6 +5,9 @@ import torch
 
 from ..model import Decoder, DecoderConfig
 
+# The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
+NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
+
 
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -34,3 +37,35 @@ def small_model(seed: int = 0, **overrides) -> Decoder:
 
 def random_ids(seed: int, batch: int, length: int, vocab: int = 50) -> torch.Tensor:
     return torch.randint(vocab, (batch, length), generator=seeded(seed))
+
+
+def embed_with_positions(model, input_ids, positions=None):
+    """Chapter 3's embeddings: token vectors plus position vectors (positions 0 .. T - 1 unless given).
+    Chapter 3's tasks check it, chapter 4's last-position head starts from it."""
+    if positions is None:
+        positions = torch.arange(input_ids.shape[1])
+    return model.token_embedding(input_ids) + model.position_embedding(positions)
+
+
+def run_blocks(model, x, mask, blocks=None):
+    """The residual stream ``x`` through the model's blocks in turn (or only ``blocks``), under ``mask``."""
+    for block in model.blocks if blocks is None else blocks:
+        x, _ = block(x, mask)
+    return x
+
+
+# --- strategies for the generated inputs (Task(generated=...)); hypothesis is imported only when used ---
+
+def loop_params(longest: int = 16, batch: int = 3):
+    """(seed, rows, prompt length, max_new_tokens) with prompt + new tokens <= ``longest`` (the test
+    model's context_length): 0 and 1 new tokens, one row and several, T = 1 and the longest."""
+    from hypothesis import strategies as st
+
+    return st.tuples(st.integers(0, 999), st.integers(1, batch), st.integers(1, longest)).flatmap(
+        lambda p: st.tuples(*map(st.just, p), st.integers(0, longest - p[2])))
+
+
+def loop_case(params):
+    """The arguments (model, input_ids, max_new_tokens) of a loop task from ``loop_params``."""
+    seed, rows, length, n = params
+    return small_model(seed), random_ids(seed, rows, length), n

@@ -10,12 +10,16 @@ A task is judged in two halves, so that the batch grader can keep them in differ
 """
 
 import contextlib
+import copy
 import dataclasses
 import inspect
+import io
 import json
 import numbers
 import os
 import sys
+import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -284,6 +288,130 @@ def forbidding(rules: dict[str, str], args):
             step()
 
 
+@dataclass
+class Generated:
+    """The bulk of a task's test inputs, made by hypothesis, after its hand-picked named cases.
+
+    ``strategy()`` is a hypothesis strategy of plain parameters (seeds, lengths, counts) and
+    ``build(params)`` turns one example into the task's arguments. The examples are drawn by
+    scripts/make_cases.py (``draw_examples``: derandomized, so with a fixed seed) and stored in
+    exercises/cases.json, the task's example database: every learner, every run and both halves of the
+    grader read the same ones. When an answer fails one of them, ``check()`` asks hypothesis for the
+    smallest parameters that still fail (its shrinking) and shows that input.
+    """
+    strategy: Callable  # () -> a hypothesis strategy (hypothesis is imported only to draw or shrink)
+    build: Callable  # params -> the task's arguments (a tuple)
+    count: int = 20  # how many examples scripts/make_cases.py stores
+    key: str = ""  # "ch05.q2", set by the Task
+    _params: list | None = field(default=None, repr=False)
+    _built: list | None = field(default=None, repr=False)
+
+    def params(self) -> list:
+        if self._params is None:
+            stored = json.loads(resources.files("nexttoken.exercises").joinpath("cases.json").read_text())
+            if self.key not in stored:
+                raise KeyError(f"no stored examples for {self.key}: run scripts/make_cases.py")
+            self._params = stored[self.key]
+        return self._params
+
+    def cases(self) -> list[tuple]:
+        """Fresh copies of the built inputs: a build makes a small model and may run it (chapter 6's EOS
+        ids are tokens the model produces), which costs more than a copy, and the grader's judging half
+        asks for the cases twice per submission."""
+        if self._built is None:
+            with one_thread():  # many tiny tensor operations
+                self._built = [self.build(p) for p in self.params()]
+        return copy.deepcopy(self._built)
+
+
+@contextlib.contextmanager
+def _hypothesis_as_a_check():
+    """Hypothesis, silent and the same everywhere. Its messages, and anything the learner's function
+    prints while it is searched over, stay out of the notebook's output. And its draws ignore the
+    constants it would collect from local modules (it mixes constants from whatever local source files
+    are imported into its draws, and caches them in ./.hypothesis): with them, the same seed would give
+    other examples in a notebook, in the grader and in scripts/make_cases.py."""
+    from hypothesis.internal.conjecture import providers  # internal: checked, and skipped if it moved
+
+    local = getattr(providers, "_get_local_constants", None)
+    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        if local is not None and hasattr(providers, "Constants") and hasattr(cache, "clear"):
+            cache.clear()  # constants cached before, local ones included
+            providers._get_local_constants = providers.Constants
+        try:
+            yield
+        finally:
+            if local is not None and providers._get_local_constants is providers.Constants:
+                providers._get_local_constants = local
+                cache.clear()
+
+
+def _hypothesis_settings(max_examples: int, **more):
+    """Derandomized (a fixed seed: the same examples everywhere), and no example database written to disk."""
+    from hypothesis import HealthCheck, settings
+    return settings(derandomize=True, database=None, max_examples=max_examples, deadline=None,
+                    suppress_health_check=list(HealthCheck), print_blob=False, **more)
+
+
+def draw_examples(strategy, count: int) -> list:
+    """``count`` distinct examples of ``strategy`` (fewer if it has fewer), the same on every machine with
+    the same hypothesis: its derandomized generation, in the order it produces them (simplest first)."""
+    from hypothesis import Phase, given
+
+    found = []
+
+    @given(strategy)
+    def collect(params):
+        params = json.loads(json.dumps(params))  # as stored: tuples become lists
+        if params not in found:
+            found.append(params)
+
+    with _hypothesis_as_a_check():
+        _hypothesis_settings(count, phases=[Phase.generate])(collect)()
+    return found
+
+
+def smallest_failing(generated: Generated, fails: Callable, seconds: float = 3.0):
+    """The smallest parameters for which ``fails(params)`` is true, as hypothesis's shrinker finds them
+    within ``seconds`` (the search is cut there and keeps the smallest found); None if it finds none or
+    hypothesis is not installed."""
+    try:
+        from hypothesis import find
+    except ImportError:
+        return None
+    stop = time.monotonic() + seconds
+    smallest = []
+
+    def condition(params):
+        if time.monotonic() > stop or not fails(params):
+            return False
+        smallest[:] = [params]  # the shrinker only moves to smaller failing inputs: the last is the smallest
+        return True
+
+    with _hypothesis_as_a_check():
+        try:
+            find(generated.strategy(), condition, settings=_hypothesis_settings(4 * generated.count))
+        except Exception:  # NoSuchExample, or the cut-off making the last example pass: keep what was found
+            pass
+    return smallest[0] if smallest else None
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread while a check runs: its tensors are tiny, and there torch's intra-op threads
+    cost more than they save (measured on a loaded 2-core machine: judging chapter 6 took 8.9 s with
+    torch's default 2 threads, 0.6 s with 1). The caller's setting is restored on the way out."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def grading() -> bool:
     """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
@@ -307,7 +435,22 @@ class Task:
     # A check of *how*: a context manager that, given a test input, instruments it while the learner's
     # function runs and yields a list, to which it adds what that function did wrong (read on exit).
     watch: Callable | None = None
+    # The bulk of the inputs, made by hypothesis; ``cases`` then holds the named ones, which come first.
+    generated: Generated | None = None
     _failing: int | None = field(default=None, repr=False)
+    _failing_args: tuple | None = field(default=None, repr=False)
+    _named: Callable | None = field(default=None, repr=False)
+
+    def __post_init__(self):
+        if self.generated is not None and self._named is None:
+            named, generated = self.cases, self.generated
+            generated.key = f"{self.chapter}.{self.name}"
+            self._named = named
+            self.cases = lambda: named() + generated.cases()
+
+    def named_cases(self) -> list[tuple]:
+        """The hand-picked test inputs only (all of them when the task has no generated ones)."""
+        return (self._named or self.cases)()
 
     @property
     def arg_names(self) -> list[str]:
@@ -319,9 +462,12 @@ class Task:
     def run(self, fn) -> list[tuple[str, object]]:
         """Call ``fn`` on every test input: a list of ("ok", output), ("not_implemented", ""),
         ("changed_input", message) or ("error", message). Runs where the learner's code runs."""
+        return self._run_on(fn, self.cases())
+
+    def _run_on(self, fn, cases) -> list[tuple[str, object]]:
         outcomes = []
         names = self.arg_names
-        for args in self.cases():
+        for args in cases:
             args = copy_args(args)
             before = copy_args(args)
             weights = [[p.detach().clone() for p in a.parameters()] if isinstance(a, Decoder) else None
@@ -419,19 +565,25 @@ class Task:
             pass
         return None
 
-    def judge(self, outcomes) -> tuple[str, str, int | None]:
-        """(status, reason, index of the failing test input or None). Never raises."""
+    def judge(self, outcomes, cases=None, tried=()) -> tuple[str, str, int | None]:
+        """(status, reason, index of the failing test input or None). Never raises. ``cases`` (the task's
+        own by default) are the inputs the outcomes are of; ``tried`` adds (input, output) pairs that a
+        known mistake must explain too."""
         try:
-            return self._judge_all(outcomes)
+            with one_thread():
+                return self._judge_all(outcomes, self.cases() if cases is None else cases, list(tried))
         except Exception as exc:  # a bug of the check itself must not cost other tasks anything
             return "error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300], None
 
-    def _judge_all(self, outcomes):
-        cases = self.cases()
+    @staticmethod
+    def _tried(cases, outcomes) -> list:
+        return [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
+                if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
+
+    def _judge_all(self, outcomes, cases, tried):
         if not isinstance(outcomes, list) or len(outcomes) == 0:
             return "error", "no results were recorded for this function", None
-        tried = [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
-                 if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
+        tried = self._tried(cases, outcomes) + tried
         for index, (args, outcome) in enumerate(zip(cases, outcomes)):
             kind, value = outcome
             if kind == "missing":
@@ -464,14 +616,43 @@ class Task:
         if not callable(fn):
             print(f"❌ {self.name}: pass your function itself, e.g. {self.name}.check({self.function})")
             return
-        status, reason, self._failing = self.judge(self.run(fn))
+        with one_thread():
+            cases = self.cases()
+            outcomes = self._run_on(fn, cases)
+            status, reason, self._failing = self.judge(outcomes, cases)
+            self._failing_args = None
+            if status != "passed" and self._failing is not None and self._failing >= len(cases) - self._n_generated():
+                reason = self._shrunk(fn, self._tried(cases, outcomes)) or reason
         if status == "passed":
             print(f"✅ {self.name} ({self.title}): correct, {reason}.")
         else:
             print(f"❌ {self.name} ({self.title}): {reason}")
 
+    def _n_generated(self) -> int:
+        return len(self.generated.params()) if self.generated is not None else 0
+
+    def _shrunk(self, fn, tried) -> str | None:
+        """The feedback on the smallest failing input hypothesis finds from the generated ones (it is then
+        what ``failing_input()`` gives), or None. Only in ``check()``: shrinking calls the learner's
+        function again, which the grader's judging half cannot do."""
+        def fails(params):
+            case = [self.generated.build(params)]
+            return self.judge(self._run_on(fn, case), case)[0] != "passed"
+
+        params = smallest_failing(self.generated, fails)
+        if params is None:
+            return None
+        args = [self.generated.build(params)]
+        status, reason, _ = self.judge(self._run_on(fn, args), args, tried)
+        if status == "passed":
+            return None
+        self._failing_args = args[0]
+        return reason + "\n   (hypothesis shrank the failing test input to the smallest one it could find: this one)"
+
     def failing_input(self):
         """The arguments of the test your last ``check`` failed on (fresh copies), to call your function."""
+        if self._failing_args is not None:
+            return copy_args(self._failing_args)
         if self._failing is None:
             print(f"{self.name}: no failing test input recorded; run {self.name}.check({self.function}) first")
             return None
