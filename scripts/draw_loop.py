@@ -3,7 +3,7 @@
     .venv/bin/python scripts/draw_loop.py            # (re)write the figure
     .venv/bin/python scripts/draw_loop.py --check    # exit 1 if the figure's numbers are out of date
 
-The introduction and chapter 5 show the figure; tests/test_loop_figure.py checks that its numbers are
+The introduction and chapter 5 show the figure; tests/book/test_loop_figure.py checks that its numbers are
 what the shipped model computes now.
 """
 

@@ -4,7 +4,7 @@ lib/nexttoken/exercises/cases.json, the tasks' example database (run it after ch
     .venv/bin/python scripts/make_cases.py
 
 A task with ``generated=Generated(strategy, build, count)`` gets ``count`` examples of ``strategy()``,
-drawn derandomized (a fixed seed), after its named cases. tests/test_exercises.py checks that the stored
+drawn derandomized (a fixed seed), after its named cases. tests/exercises/test_exercises.py checks that the stored
 file is what this draws.
 """
 

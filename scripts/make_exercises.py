@@ -10,7 +10,7 @@ opens one, in JupyterLab, on Colab or as a file, sees the tasks and empty functi
 stored failures (and no stored output that would need trusting). The cells that run a check are tagged
 ``remove-output``: the website, which executes every notebook, shows no failure either. nbval runs every
 cell in a fresh kernel and fails if one raises (a cell stored unrun has no output to compare);
-tests/test_exercises.py runs each exercise's cells and asserts what a learner sees: one ❌ line per
+tests/exercises/test_exercises.py runs each exercise's cells and asserts what a learner sees: one ❌ line per
 check, naming the NotImplementedError, and nothing printed by any other cell.
 
 It also writes lib/nexttoken/exercises/solutions.json, the code of each solution cell, which is what

@@ -19,7 +19,7 @@ if a listed one no longer occurs (a stale reason).
 ``--tool ast`` (the default): our mutator, mutmut's operators (numbers + 1, strings changed, operators
 and comparisons swapped, and/or, not dropped, break/continue swapped, an assignment set to None, a call's
 argument removed) plus the same kind of swap for the torch names these solutions use (max/min,
-argmax/argmin, tril/triu, ...), run in process (seconds; tests/test_exercise_mutants.py runs it).
+argmax/argmin, tril/triu, ...), run in process (seconds; tests/exercises/test_exercise_mutants.py runs it).
 
 ``--tool mutmut``: mutmut itself (a well-kept tool, with its own operators: ``-1`` to ``+1``, keyword
 arguments set to None, ...). Each task's function is exported into a module of a generated project in a

@@ -5,7 +5,7 @@
 _config.yml's ``repository.url`` gives the website its repository and "Open in Colab" links; the first
 code cell of each notebook a learner may open (chapters/, exercises/, solutions/, appendix/,
 the two model cards) pip-installs ``nexttoken @ git+URL`` on Colab. This rewrites both, as text, so nothing
-else in the files changes (no outputs are touched). tests/test_repository.py checks that they agree.
+else in the files changes (no outputs are touched). tests/book/test_repository.py checks that they agree.
 
 The website's GitHub and Colab buttons are shown only for a real address: with ``PLACEHOLDER`` (the
 address the course ships with) ``html.use_repository_button`` is false and ``launch_buttons.colab_url``

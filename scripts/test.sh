@@ -24,7 +24,7 @@ export PYTHONHASHSEED=0 TQDM_DISABLE=1
 if $fast; then
   exec .venv/bin/python -m pytest tests -m "not slow" "$@"
 fi
-bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/test_website.py
+bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/book/test_website.py
 .venv/bin/python -m pytest tests "$@"
 notebooks=$(find chapters exercises solutions appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
 .venv/bin/python -m pytest --nbval $notebooks

@@ -1,6 +1,6 @@
 """Wrong answers that learners really write, one bank per chapter (mutation testing of the checks).
 
-Each mutant is a function registered with ``@mutant(task, expect=...)``. tests/test_exercise_mutants.py
+Each mutant is a function registered with ``@mutant(task, expect=...)``. tests/exercises/test_exercise_mutants.py
 runs every one through its task's check: it must fail, and where ``expect`` is given, the feedback must
 contain that text (the check claims to recognise this mistake). ``expect=None`` marks a mistake the
 check does not name: it must still fail, with the generic message and the evidence (expected vs got).

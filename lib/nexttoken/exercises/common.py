@@ -1,5 +1,5 @@
 """Test inputs shared by the chapters' tasks: small, seeded, the same in every process, and chosen so
-that a wrong answer gives a different result (tests/test_exercises.py asserts it)."""
+that a wrong answer gives a different result (tests/exercises/test_exercises.py asserts it)."""
 
 import torch
 

@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fake_system(tmp_path: Path, installed: set[str], uid: int = 0) -> dict:

@@ -201,7 +201,7 @@ def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
     import zipfile
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     subprocess.run([sys.executable, "scripts/make_gradescope_autograder.py", "--out", str(tmp_path / "ag.zip")],
                    cwd=root, check=True, capture_output=True, timeout=300)
     with zipfile.ZipFile(tmp_path / "ag.zip") as z:

@@ -23,7 +23,7 @@ import nexttoken
 from nexttoken.grading import csvs, judge, sandbox, wire
 from nexttoken.exercises import chapter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path(nexttoken.__file__).resolve().parent
 MARK = f"hostile-{uuid.uuid4().hex[:12]}"  # in the argv of every process an attack leaves behind
 SECRET = f"instructor-secret-{uuid.uuid4().hex[:8]}"

@@ -10,7 +10,7 @@ import torch
 
 from nexttoken.exercises import CHAPTERS, chapter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bank(ch):

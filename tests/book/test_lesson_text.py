@@ -8,7 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 MENTION = re.compile(r"\b[Cc]hapter [1-7]\b")
 # Markdown links, code and maths

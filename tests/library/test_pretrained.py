@@ -9,7 +9,7 @@ import torch
 
 import nexttoken
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare.txt"
 # The corpus is public domain but not in the repository (README, "Training the default model").
 NO_CORPUS = ("needs the Tiny Shakespeare corpus at ../shared/data/tinyshakespeare.txt (next to the repository), "
              "e.g. karpathy/char-rnn's data/tinyshakespeare/input.txt")

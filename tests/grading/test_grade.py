@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Without bubblewrap the grader refuses to run: skip, except under CI=true, where the tests then fail.
 pytestmark = [pytest.mark.slow,  # graded batches of notebooks: minutes, not seconds
               pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",

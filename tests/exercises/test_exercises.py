@@ -10,7 +10,7 @@ import torch
 
 from helpers import CHAPTERS as CHAPTER_NOTEBOOKS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_make_exercises():
