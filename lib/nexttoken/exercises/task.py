@@ -515,7 +515,7 @@ class Task:
     def call_text(self, args) -> str:
         return f"{self.function}({', '.join(describe(a) for a in args)})"
 
-    def _judge(self, args, value, tried) -> str | None:
+    def _explain(self, args, value, tried) -> str | None:
         """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
         every (input, output) pair of this answer, so that a known mistake is named only when it
         explains all of them."""
@@ -571,7 +571,7 @@ class Task:
         known mistake must explain too."""
         try:
             with one_thread():
-                return self._judge_all(outcomes, self.cases() if cases is None else cases, list(tried))
+                return self._judge_each(outcomes, self.cases() if cases is None else cases, list(tried))
         except Exception as exc:  # a bug of the check itself must not cost other tasks anything
             return "error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300], None
 
@@ -580,7 +580,8 @@ class Task:
         return [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
                 if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
 
-    def _judge_all(self, outcomes, cases, tried):
+    def _judge_each(self, outcomes, cases, tried):
+        """Each outcome against its input, in order: the first that is wrong decides."""
         if not isinstance(outcomes, list) or len(outcomes) == 0:
             return "error", "no results were recorded for this function", None
         tried = self._tried(cases, outcomes) + tried
@@ -597,7 +598,7 @@ class Task:
                 return "failed", f"{value}.\n   input:    {self.call_text(args)}", index
             if kind != "ok":
                 return "error", f"an unknown outcome {kind!r} was recorded", None
-            message = self._judge(args, value, tried)
+            message = self._explain(args, value, tried)
             if message is not None:
                 return "failed", message, index
         if len(outcomes) < len(cases):
