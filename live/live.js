@@ -4,8 +4,9 @@
 // GPT-2 ranks), onnxruntime-web and the model (ONNX, exported by scripts/export_onnx.py), all from this
 // site's _static/live/ (no CDN). Each step is chapter 5's: forward on the whole id row (cropped to the
 // model's context window, as nexttoken.generate crops), keep the last position's logits, softmax,
-// select, append. Greedy selection is the argmax of the logits (the softmax keeps their order; ties go
-// to the lowest id, as torch.argmax). Sampling draws with the page's own seeded generator: repeatable
+// select, append. Greedy selection is the argmax of the logits (the softmax keeps their order, up to
+// float32 rounding where Python takes the argmax of its probabilities; ties go to the lowest id, as in
+// torch.argmax). Sampling draws with the page's own seeded generator: repeatable
 // here, but not the draws torch.multinomial makes in Python.
 //
 // window.nexttokenDemo is the handle the tests use: load(), encode(text), topk(text, k), generate(text, n).
