@@ -9,7 +9,8 @@
 // torch.argmax). Sampling draws with the page's own seeded generator: repeatable
 // here, but not the draws torch.multinomial makes in Python.
 //
-// window.nexttokenDemo is the handle the tests use: load(), encode(text), topk(text, k), generate(text, n).
+// window.nexttokenDemo is the handle the tests use: load(), encode(text), topk(text, k), attention(text),
+// generate(text, n).
 (() => {
   "use strict";
   const root = document.getElementById("live-loop");
@@ -97,10 +98,14 @@
   async function forward(ids) {
     const window_ = ids.slice(-info.context_length);
     const input = new ort.Tensor("int64", BigInt64Array.from(window_, BigInt), [1, window_.length]);
-    const out = (await session.run({input_ids: input})).logits;
+    const result = await session.run({input_ids: input});
+    const out = result.logits;
     const V = out.dims[2];
     const last = out.data.subarray((window_.length - 1) * V, window_.length * V);
-    return {dims: out.dims, last, contextLength: window_.length};
+    // attention (1, heads, T): the last position's weights over the window in one layer, per head
+    const [, H, T] = result.attention.dims;
+    const heads = Array.from({length: H}, (_, h) => Array.from(result.attention.data.subarray(h * T, (h + 1) * T)));
+    return {dims: out.dims, last, contextLength: window_.length, window: window_, heads};
   }
 
   function softmax(row, temperature) {
@@ -182,6 +187,7 @@
     for (const id of ["live-shape", "live-last-row", "live-selected", "live-row"]) $(id).textContent = "";
     $("live-row").dataset.ids = "[]";
     $("live-bars").textContent = "";
+    $("live-attention-tokens").textContent = "";
     $("live-step-view").hidden = true;
   }
 
@@ -219,8 +225,32 @@
     }
   }
 
+  // Which positions the last token attends to: the mean of the layer's heads (a distribution too), each
+  // token shaded by its weight, and the five heaviest written out.
+  function drawAttention(window_, heads) {
+    const T = window_.length;
+    const mean = Array.from({length: T}, (_, j) => heads.reduce((sum, row) => sum + row[j], 0) / heads.length);
+    const box = $("live-attention-tokens");
+    box.textContent = "";
+    const max = Math.max(...mean);
+    window_.forEach((id, j) => {
+      const span = document.createElement("span");
+      span.className = "live-attended";
+      span.textContent = enc.decode([id]).replace(/\n/g, "\u21b5\n");  // a newline token shows as ↵, then breaks
+      span.title = `position ${j}, id ${id}: weight ${mean[j].toFixed(4)}`;
+      span.style.setProperty("--weight", (mean[j] / max).toFixed(3));
+      box.appendChild(span);
+    });
+    const order = Array.from(mean.keys()).sort((a, b) => mean[b] - mean[a] || a - b).slice(0, 5);
+    $("live-attention-top").textContent = "Heaviest: " + order.map(
+      (j) => `position ${j} "${show(enc.decode([window_[j]]))}" ${mean[j].toFixed(3)}`).join("; ");
+    $("live-attention-caption").textContent = `Layer ${info.attention_layer + 1} of the model: the attention of ` +
+      `the last position (${T - 1}) over the ${T} positions it may see, the mean of its ${heads.length} heads.`;
+  }
+
   async function step(s) {
-    const {dims, last, contextLength} = await forward(state.ids);
+    const {dims, last, contextLength, window: window_, heads} = await forward(state.ids);
+    drawAttention(window_, heads);
     const probs = softmax(last, s.sampling ? s.temperature : 1);
     const next = s.sampling ? draw(probs, state.rng) : argmax(last);
     const rows = top(probs, 10);
@@ -293,6 +323,9 @@
   $("live-run").addEventListener("click", () => guarded(() => onStep(true)));
   $("live-reset").addEventListener("click", () => { if (!busy) { reset(); say("Reset."); } });
   $("live-prompt").addEventListener("input", showPromptIds);
+  $("live-attention-toggle").addEventListener("change", () => {
+    $("live-attention").hidden = !$("live-attention-toggle").checked;
+  });
   $("live-sample").addEventListener("change", () => {
     $("live-sampling").disabled = !$("live-sample").checked;
     state.prompt = null;  // another way of selecting: start again
@@ -309,6 +342,10 @@
       await load();
       const probs = softmax((await forward(encode(text))).last, 1);
       return top(probs, k);
+    },
+    async attention(text) {  // the last position's weights in the exported layer, per head: heads x T
+      await load();
+      return (await forward(encode(text))).heads;
     },
     async generate(text, maxNewTokens) {
       await load();

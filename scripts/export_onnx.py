@@ -4,7 +4,10 @@
 
 The graph takes ``input_ids`` int64 (1, T), 1 <= T <= context_length, and returns ``logits`` float32
 (1, T, vocab): the model's ``run`` on one row, no cache, no padding (what ``generate`` computes when it
-recomputes the window). The live page (``live_loop.md``, ``live/live.js``) runs it in the browser with
+recomputes the window); and ``attention`` float32 (1, heads, T): the last position's attention weights
+in layer ``ATTENTION_LAYER`` (the page's attention view). To return the weights, every block runs the
+explicit attention of chapter 2 (``return_attention=True``) instead of the fused kernel: the same
+computation, equal up to float rounding (the tests hold the logits to nexttoken's within 1e-4). The live page (``live_loop.md``, ``live/live.js``) runs it in the browser with
 onnxruntime-web; the book's extension ``_ext/live_page.py`` runs this script at build time.
 
 The exporter is torch.onnx's dynamo exporter (``dynamo=True``, which needs ``onnx`` and ``onnxscript``).
@@ -25,18 +28,20 @@ import torch
 import nexttoken
 
 EOS = 50256  # GPT-2's <|endoftext|>
+ATTENTION_LAYER = -1  # the last block: whose attention row the page shows
 
 
-class Logits(torch.nn.Module):
-    """The decoder's forward pass on checked arguments (``Decoder.run``): the checks in ``forward``
-    look at the ids' values, which an exported graph cannot do."""
+class LogitsAndAttention(torch.nn.Module):
+    """The decoder's forward pass on checked arguments (``Decoder.run``; the checks in ``forward``
+    look at the ids' values, which an exported graph cannot do), and one layer's last attention row."""
 
     def __init__(self, model: nexttoken.Decoder):
         super().__init__()
         self.model = model
 
     def forward(self, input_ids):
-        return self.model.run(input_ids)
+        logits, attention = self.model.run(input_ids, return_attention=True)
+        return logits, attention[ATTENTION_LAYER][:, :, -1, :]  # (1, heads, T): the last query's row
 
 
 def store_weights_as_float16(model_proto):
@@ -71,12 +76,12 @@ def export(out: Path) -> dict:
 
     model = nexttoken.load_pretrained()
     config = model.config
-    wrapper = Logits(model).eval()
+    wrapper = LogitsAndAttention(model).eval()
     example = torch.zeros((1, 8), dtype=torch.long)
     T = torch.export.Dim("T", min=1, max=config.context_length)
     with torch.no_grad():
         program = torch.onnx.export(wrapper, (example,), dynamo=True, input_names=["input_ids"],
-                                    output_names=["logits"], dynamic_shapes={"input_ids": {1: T}},
+                                    output_names=["logits", "attention"], dynamic_shapes={"input_ids": {1: T}},
                                     optimize=True, verbose=False)
     proto = program.model_proto
     converted = store_weights_as_float16(proto)
@@ -85,7 +90,9 @@ def export(out: Path) -> dict:
     tmp = out.with_suffix(".tmp")
     onnx.save(proto, tmp)
     tmp.replace(out)  # a killed export never leaves a half-written model behind
+    layer = range(config.n_layers)[ATTENTION_LAYER]
     info = {"context_length": config.context_length, "vocab_size": config.vocab_size, "eos_token_id": EOS,
+            "attention_layer": layer, "n_heads": config.n_heads,
             "parameters": model.num_parameters(), "onnx_bytes": out.stat().st_size,
             "float16_initializers": converted}
     (out.parent / "model.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -1,5 +1,5 @@
 """The live page's model and tokenizer (live_loop.md): the ONNX export of the shipped model gives
-nexttoken's logits and greedy tokens, and js-tiktoken's GPT-2 ranks are the package's gpt2.tiktoken.
+nexttoken's logits, attention row and greedy tokens, and js-tiktoken's GPT-2 ranks are the package's gpt2.tiktoken.
 
 The page itself, in headless Chromium, is tested in tests/test_website.py (``-k live``).
 """
@@ -45,6 +45,7 @@ def test_exported_logits_match_nexttoken(exported):
     model = nexttoken.load_pretrained()
     assert info["context_length"] == model.config.context_length == 128
     assert info["vocab_size"] == model.config.vocab_size and info["eos_token_id"] == 50256
+    assert info["attention_layer"] == model.config.n_layers - 1 and info["n_heads"] == model.config.n_heads
     # float16 storage of the float16-valued weights: about half of the 30.6 MB float32 would take
     assert info["float16_initializers"] > 0 and path.stat().st_size < 0.6 * 4 * model.num_parameters()
     g = torch.Generator().manual_seed(0)
@@ -55,10 +56,15 @@ def test_exported_logits_match_nexttoken(exported):
         x = torch.tensor([ids])
         with torch.no_grad():
             want = model(x).numpy()
-        got = session.run(["logits"], {"input_ids": x.numpy()})[0]
+            _, attention = model(x, return_attention=True)
+        want_row = attention[info["attention_layer"]][:, :, -1, :].numpy()  # (1, heads, T)
+        got, got_row = session.run(["logits", "attention"], {"input_ids": x.numpy()})
         assert got.shape == (1, len(ids), 50257) and got.dtype == np.float32
         assert np.abs(got - want).max() < ATOL, (len(ids), np.abs(got - want).max())
         assert got[0, -1].argmax() == want[0, -1].argmax()
+        # the last position's attention in the exported layer: weights over the T positions, per head
+        assert got_row.shape == (1, model.config.n_heads, len(ids)) == want_row.shape
+        assert np.abs(got_row - want_row).max() < 1e-5 and np.allclose(got_row.sum(-1), 1, atol=1e-5)
 
 
 @pytest.mark.slow

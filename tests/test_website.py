@@ -657,6 +657,13 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
     trace = browser.find_elements(By.CSS_SELECTOR, "#live-trace-body tr")
     bars = browser.find_elements(By.CSS_SELECTOR, "#live-bars tr")
     shape = browser.find_element(By.ID, "live-shape").text
+    # the attention view: hidden until its box is ticked (with the keyboard), then one shaded token per position
+    attention = browser.find_element(By.ID, "live-attention")
+    assert not attention.is_displayed()
+    browser.find_element(By.ID, "live-attention-toggle").send_keys(Keys.SPACE)
+    attended = browser.find_elements(By.CSS_SELECTOR, "#live-attention-tokens .live-attended")
+    assert attention.is_displayed() and len(attended) == len(page_ids) - 1  # the last step's window
+    _screenshot(browser, SCREENSHOTS / "live_loop__attention.png")
     _screenshot(browser, SCREENSHOTS / "live_loop__after_run.png")
 
     assert prompt_ids == _encode(prompt), status
@@ -675,17 +682,26 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
 
 @pytest.mark.browser
 def test_live_page_handle_matches_nexttoken(browser, site, server, terminal_summary):
-    """window.nexttokenDemo on a dozen prompts: its greedy ids are nexttoken.generate's (eos 50256) and
-    its top-10 probabilities are Python's softmax within 1e-4; every request stays on the site."""
+    """window.nexttokenDemo on a dozen prompts: its greedy ids are nexttoken.generate's (eos 50256), its
+    top-10 probabilities are Python's softmax within 1e-4 and its attention row (the last layer's, per head)
+    is the model's within 1e-4; every request stays on the site."""
+    base, requests = server
+    browser.get_log("browser"), browser.get_log("performance")
+    first = len(requests)
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})  # count every byte, as on a first visit
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        _check_handle(browser, site, base, requests, first, terminal_summary)
+    finally:
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+
+
+def _check_handle(browser, site, base, requests, first, terminal_summary):
     import time
 
     import torch
 
-    base, requests = server
-    browser.get_log("browser"), browser.get_log("performance")
-    first = len(requests)
-    browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
-    browser.execute_async_script(WAIT_FOR_PAGE)
     call = "const done = arguments[arguments.length - 1]; {} .then(done, e => done({{error: String(e)}}));"
     started = time.perf_counter()
     assert browser.execute_async_script(call.format("nexttokenDemo.load().then(() => 'ok')")) == "ok"
@@ -709,9 +725,33 @@ def test_live_page_handle_matches_nexttoken(browser, site, server, terminal_summ
         p, i = probs.topk(10)
         assert [t["id"] for t in top] == i.tolist(), prompt
         assert max(abs(t["prob"] - q) for t, q in zip(top, p.tolist())) < 1e-4, prompt
+        heads = browser.execute_async_script(call.format("nexttokenDemo.attention(arguments[0])"), prompt)
+        with torch.no_grad():
+            _, attention = model(torch.tensor([ids[-128:]]), return_attention=True)
+        want_heads = attention[-1][0, :, -1, :]  # the last layer, the last query: (heads, T)
+        assert torch.tensor(heads).shape == want_heads.shape, prompt
+        assert (torch.tensor(heads) - want_heads).abs().max() < 1e-4, prompt
     assert not mismatches, "\n".join(mismatches)
-    problems = _network_problems(browser.get_log("performance"), base)
+    network = browser.get_log("performance")
+    problems = _network_problems(network, base)
     problems += [f"server answered {s}: {p}" for p, s in requests[first:] if s >= 400]
     assert not problems, "\n".join(problems)
-    terminal_summary.append(f"test_website live page: loaded in {load_s:.1f} s; {steps} greedy steps in "
-                            f"{step_s:.1f} s ({1000 * step_s / max(steps, 1):.0f} ms a step, whole-window recompute)")
+    downloaded = _bytes_received(network, base)
+    files = sum(p.stat().st_size for p in (site / "_static" / "live").iterdir())
+    assert downloaded > files, (downloaded, files)  # every file of _static/live came over the network
+    terminal_summary.append(f"test_website live page: {downloaded / 1e6:.1f} MB received, no cache (the page "
+                            f"and its theme too); loaded in {load_s:.1f} s; {steps} greedy steps in {step_s:.1f} s "
+                            f"({1000 * step_s / max(steps, 1):.0f} ms a step, whole-window recompute)")
+
+
+def _bytes_received(performance_log: list, base: str) -> int:
+    """The bytes a page of the site received over the network (Chromium's encodedDataLength)."""
+    ours, total = set(), 0
+    for entry in performance_log:
+        message = json.loads(entry["message"])["message"]
+        method, params = message.get("method"), message.get("params", {})
+        if method == "Network.requestWillBeSent" and params.get("documentURL", "").startswith(base):
+            ours.add(params["requestId"])
+        elif method == "Network.loadingFinished" and params.get("requestId") in ours:
+            total += int(params.get("encodedDataLength", 0))
+    return total
