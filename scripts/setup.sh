@@ -21,3 +21,17 @@ fi
 mkdir -p .venv/etc/ipython
 cmp -s scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py \
   || cp scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py
+# The live page's JavaScript (live_loop.md): onnxruntime-web, js-tiktoken and esbuild, pinned by
+# package-lock.json; npm ci installs exactly the lock into node_modules/, again only when it changed.
+# Without npm the rest still works; only the book's build (which needs these files) then stops and says so.
+if command -v npm >/dev/null; then
+  want_js=$(sha256sum package-lock.json | cut -d' ' -f1)
+  if [ "$(cat node_modules/.installed 2>/dev/null)" != "$want_js" ]; then
+    echo "installing the live page's JavaScript (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error
+    echo "$want_js" > node_modules/.installed
+  fi
+else
+  echo "note: npm is missing, so the website's live page cannot be built: install Node 20 and npm" \
+       "(Debian: apt-get install nodejs npm), then rerun this script" >&2
+fi

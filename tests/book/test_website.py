@@ -521,3 +521,237 @@ def test_figure_text_is_readable(browser, site, server, terminal_summary):
     terminal_summary.append("test_website figure text: " + "; ".join(measured))
     assert len(measured) >= 10, measured  # the chapters' figures were found and measured
     assert not problems, "\n".join(problems)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the live page (live_loop.md): the shipped model running in the page, tested against nexttoken
+
+LIVE_PAGE = "live_loop"
+LIVE_PROMPTS = ["ROMEO:\n", "First Citizen:\n", "JULIET:\nO Romeo, Romeo! wherefore art thou", "To be, or not",
+                "KING HENRY VI:\nMy lords,", "What say you?", "  two spaces,\ta tab\n\n", "It's 1234 o'clock",
+                "Good morrow", "O", "<|endoftext|>", "the " * 125]  # the last one crosses the 128-token window
+LIVE_STEPS = 20
+
+
+def _python_generate(ids: list[int], n: int) -> list[int]:
+    import torch
+
+    import nexttoken
+    return nexttoken.generate(_pretrained(), torch.tensor([ids]), n, eos_token_id=50256)[0].tolist()
+
+
+@functools.cache
+def _pretrained():
+    import nexttoken
+    return nexttoken.load_pretrained()
+
+
+def _encode(text: str) -> list[int]:
+    import nexttoken
+    return nexttoken.gpt2_tokenizer().encode(text, allowed_special="all")
+
+
+def test_live_page_gets_exactly_its_files(site):
+    """The build copies into _static/live exactly the files the page loads (_ext/live_page.py)."""
+    sys.path.insert(0, str(ROOT / "_ext"))
+    try:
+        from live_page import FILES
+    finally:
+        sys.path.pop(0)
+    live = site / "_static" / "live"
+    assert sorted(p.name for p in live.iterdir()) == sorted(FILES)
+    assert json.loads((live / "model.json").read_text())["onnx_bytes"] == (live / "model.onnx").stat().st_size
+    assert 'src="_static/live/live.js"' in (site / f"{LIVE_PAGE}.html").read_text(encoding="utf-8")
+    # the sizes the page states are the files'
+    text = " ".join((ROOT / f"{LIVE_PAGE}.md").read_text(encoding="utf-8").split())
+    size = lambda name: (live / name).stat().st_size / 1e6  # noqa: E731
+    total = sum(p.stat().st_size for p in live.iterdir()) / 1e6
+    for stated in (f"about {total:.0f} MB", f"the model, {size('model.onnx'):.1f} MB",
+                   f"binary, {size('ort-wasm-simd-threaded.wasm'):.1f} MB"):
+        assert stated in text, (stated, total)
+    assert f"about {total:.0f} MB, from this site" in (ROOT / "live" / "live.js").read_text()
+
+
+@pytest.mark.browser
+def test_live_page_from_a_file_says_how_to_serve_it(browser, site):
+    """Opened from file://, where browsers block the WASM and model fetches, the page says to serve the
+    site and its buttons are off."""
+    from selenium.webdriver.common.by import By
+
+    browser.get((site / f"{LIVE_PAGE}.html").as_uri())
+    warning = browser.find_element(By.ID, "live-file-warning")
+    assert warning.is_displayed() and "python -m http.server -d _build/html" in warning.text
+    assert all(not browser.find_element(By.ID, b).is_enabled()
+               for b in ("live-load", "live-step", "live-run", "live-reset"))
+
+
+@pytest.mark.browser
+def test_live_page_sampling_repeats_with_its_seed(browser, site, server):
+    """Sampling with a seed: the same seed gives the same tokens again (after Reset), another seed others."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    field = lambda name: browser.find_element(By.ID, name)  # noqa: E731
+    field("live-max").clear()
+    field("live-max").send_keys("8")
+    field("live-sample").click()
+    assert field("live-seed").is_enabled() and field("live-temperature").is_enabled()
+
+    def run(seed: int) -> list[int]:
+        field("live-reset").click()
+        field("live-seed").clear()
+        field("live-seed").send_keys(str(seed))
+        field("live-run").click()
+        WebDriverWait(browser, 120).until(lambda d: field("live-loop").get_attribute("data-state") == "done"
+                                          or field("live-status").text.startswith(("Error", "Loading failed")))
+        assert "sampled (temperature 1)" in field("live-selected").text, field("live-status").text
+        return json.loads(field("live-row").get_attribute("data-ids"))
+
+    first, again, other = run(3), run(3), run(4)
+    assert first == again
+    assert first != other  # deterministic: these two seeds' draws differ (a fixed fact, not a chance)
+
+
+@pytest.mark.browser
+def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, terminal_summary):
+    """Type a prompt, press Run with the keyboard: the page's ids are nexttoken.generate's, token for
+    token; nothing heavy loads before a button is pressed, and no request leaves the site."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, requests = server
+    browser.get_log("browser"), browser.get_log("performance")
+    first = len(requests)
+    browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    loaded = [path for path, _ in requests[first:]]
+    assert any(p.endswith("/_static/live/live.js") for p in loaded), loaded
+    heavy = [p for p in loaded if re.search(r"model\.onnx|\.wasm|ort\.|tiktoken", p)]
+    assert not heavy, f"loaded before any button was pressed: {heavy}"
+
+    prompt, steps = "ROMEO:\nWhat light", 12
+    box = browser.find_element(By.ID, "live-prompt")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    box.send_keys(prompt)  # the textarea takes "\n" as Enter: a new line
+    count = browser.find_element(By.ID, "live-max")
+    count.send_keys(Keys.CONTROL, "a")
+    count.send_keys(str(steps))
+    # from the max-tokens box to Run with Tab alone: the sampling box, its disabled fieldset is skipped
+    browser.switch_to.active_element.send_keys(Keys.TAB)
+    assert browser.switch_to.active_element.get_attribute("id") == "live-sample"
+    for want in ("live-load", "live-step", "live-run"):
+        browser.switch_to.active_element.send_keys(Keys.TAB)
+        assert browser.switch_to.active_element.get_attribute("id") == want
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    WebDriverWait(browser, 300).until(
+        lambda d: d.find_element(By.ID, "live-loop").get_attribute("data-state") == "done"
+        or d.find_element(By.ID, "live-status").text.startswith(("Error", "Loading failed")))
+    status = browser.find_element(By.ID, "live-status").text
+    page_ids = json.loads(browser.find_element(By.ID, "live-row").get_attribute("data-ids"))
+    prompt_ids = json.loads(browser.find_element(By.ID, "live-prompt-ids").get_attribute("data-ids"))
+    trace = browser.find_elements(By.CSS_SELECTOR, "#live-trace-body tr")
+    bars = browser.find_elements(By.CSS_SELECTOR, "#live-bars tr")
+    shape = browser.find_element(By.ID, "live-shape").text
+    # the attention view: hidden until its box is ticked (with the keyboard), then one shaded token per position
+    attention = browser.find_element(By.ID, "live-attention")
+    assert not attention.is_displayed()
+    browser.find_element(By.ID, "live-attention-toggle").send_keys(Keys.SPACE)
+    attended = browser.find_elements(By.CSS_SELECTOR, "#live-attention-tokens .live-attended")
+    assert attention.is_displayed() and len(attended) == len(page_ids) - 1  # the last step's window
+    _screenshot(browser, SCREENSHOTS / "live_loop__attention.png")
+    _screenshot(browser, SCREENSHOTS / "live_loop__after_run.png")
+
+    assert prompt_ids == _encode(prompt), status
+    want = _python_generate(prompt_ids, steps)
+    assert page_ids == want, status
+    assert len(trace) == len(want) - len(prompt_ids) and len(bars) == 10
+    assert f"[1, {len(want) - 1}, 50257]" in shape  # the last step's forward pass saw all but the new id
+    stopped_by = "<|endoftext|>" if want[-1] == 50256 else f"max_new_tokens ({steps}) reached"
+    assert "Stopped:" in status and stopped_by in status, status
+    problems = _network_problems(browser.get_log("performance"), base)
+    problems += [f"console {e['level']}: {e['message']}" for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    problems += [f"server answered {s}: {p}" for p, s in requests[first:] if s >= 400]
+    assert not problems, "\n".join(problems)
+    terminal_summary.append(f"test_website live page: {status}")
+
+
+@pytest.mark.browser
+def test_live_page_handle_matches_nexttoken(browser, site, server, terminal_summary):
+    """window.nexttokenDemo on a dozen prompts: its greedy ids are nexttoken.generate's (eos 50256), its
+    top-10 probabilities are Python's softmax within 1e-4 and its attention row (the last layer's, per head)
+    is the model's within 1e-4; every request stays on the site."""
+    base, requests = server
+    browser.get_log("browser"), browser.get_log("performance")
+    first = len(requests)
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})  # count every byte, as on a first visit
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        _check_handle(browser, site, base, requests, first, terminal_summary)
+    finally:
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+
+
+def _check_handle(browser, site, base, requests, first, terminal_summary):
+    import time
+
+    import torch
+
+    call = "const done = arguments[arguments.length - 1]; {} .then(done, e => done({{error: String(e)}}));"
+    started = time.perf_counter()
+    assert browser.execute_async_script(call.format("nexttokenDemo.load().then(() => 'ok')")) == "ok"
+    load_s = time.perf_counter() - started
+    model = _pretrained()
+    mismatches, steps, step_s = [], 0, 0.0
+    for prompt in LIVE_PROMPTS:
+        ids = _encode(prompt)
+        assert browser.execute_async_script(call.format("nexttokenDemo.encode(arguments[0])"), prompt) == ids
+        t0 = time.perf_counter()
+        got = browser.execute_async_script(call.format("nexttokenDemo.generate(arguments[0], arguments[1])"),
+                                           prompt, LIVE_STEPS)
+        step_s += time.perf_counter() - t0
+        want = _python_generate(ids, LIVE_STEPS)
+        steps += len(want) - len(ids)
+        if got != want:
+            mismatches.append(f"{prompt!r}: page {got[len(ids):]}, python {want[len(ids):]}")
+        top = browser.execute_async_script(call.format("nexttokenDemo.topk(arguments[0], 10)"), prompt)
+        with torch.no_grad():
+            probs = torch.softmax(model(torch.tensor([ids[-128:]]))[0, -1], -1)
+        p, i = probs.topk(10)
+        assert [t["id"] for t in top] == i.tolist(), prompt
+        assert max(abs(t["prob"] - q) for t, q in zip(top, p.tolist())) < 1e-4, prompt
+        heads = browser.execute_async_script(call.format("nexttokenDemo.attention(arguments[0])"), prompt)
+        with torch.no_grad():
+            _, attention = model(torch.tensor([ids[-128:]]), return_attention=True)
+        want_heads = attention[-1][0, :, -1, :]  # the last layer, the last query: (heads, T)
+        assert torch.tensor(heads).shape == want_heads.shape, prompt
+        assert (torch.tensor(heads) - want_heads).abs().max() < 1e-4, prompt
+    assert not mismatches, "\n".join(mismatches)
+    network = browser.get_log("performance")
+    problems = _network_problems(network, base)
+    problems += [f"server answered {s}: {p}" for p, s in requests[first:] if s >= 400]
+    assert not problems, "\n".join(problems)
+    downloaded = _bytes_received(network, base)
+    files = sum(p.stat().st_size for p in (site / "_static" / "live").iterdir())
+    assert downloaded > files, (downloaded, files)  # every file of _static/live came over the network
+    terminal_summary.append(f"test_website live page: {downloaded / 1e6:.1f} MB received, no cache (the page "
+                            f"and its theme too); loaded in {load_s:.1f} s; {steps} greedy steps in {step_s:.1f} s "
+                            f"({1000 * step_s / max(steps, 1):.0f} ms a step, whole-window recompute)")
+
+
+def _bytes_received(performance_log: list, base: str) -> int:
+    """The bytes a page of the site received over the network (Chromium's encodedDataLength)."""
+    ours, total = set(), 0
+    for entry in performance_log:
+        message = json.loads(entry["message"])["message"]
+        method, params = message.get("method"), message.get("params", {})
+        if method == "Network.requestWillBeSent" and params.get("documentURL", "").startswith(base):
+            ours.add(params["requestId"])
+        elif method == "Network.loadingFinished" and params.get("requestId") in ours:
+            total += int(params.get("encodedDataLength", 0))
+    return total
