@@ -5,7 +5,7 @@ Nothing here is committed: the model is exported from the package's shipped weig
 esbuild, and onnxruntime-web's files come from ``node_modules`` (``npm ci``, run by ``scripts/setup.sh``
 from the pinned ``package-lock.json``). Both are made into ``_build/live/`` and redone only when what
 they are made from changes. After the build, exactly ``FILES`` are copied into the site, so the page
-never asks for anything the site does not hold (``tests/test_website.py`` checks it).
+never asks for anything the site does not hold (``tests/book/test_website.py`` checks it).
 """
 
 import hashlib

@@ -1,5 +1,5 @@
 // Are js-tiktoken's GPT-2 ranks the package's gpt2.tiktoken? Prints a JSON summary; exits 1 if not.
-//   node live/check_ranks.mjs lib/nexttoken/assets/gpt2.tiktoken        (tests/test_live_export.py runs it)
+//   node live/check_ranks.mjs lib/nexttoken/assets/gpt2.tiktoken        (tests/book/test_live_export.py runs it)
 // js-tiktoken stores its ranks compressed: one line per run of consecutive ranks, "name offset tok tok ...",
 // each token base64 (as it parses them itself: dist/chunk-*.js); gpt2.tiktoken has "base64 rank" lines.
 import { readFileSync } from "node:fs";
