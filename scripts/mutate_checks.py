@@ -3,6 +3,7 @@
     .venv/bin/python scripts/mutate_checks.py                # every task, our own mutator, in process (~1 min)
     .venv/bin/python scripts/mutate_checks.py ch05 ch06      # some chapters
     .venv/bin/python scripts/mutate_checks.py --show         # also print every surviving mutant's code
+    .venv/bin/python scripts/mutate_checks.py --held-out-only  # judged on the grader's held-out inputs alone
     .venv/bin/python scripts/mutate_checks.py --tool mutmut  # the same with mutmut (~10 min for every task)
     .venv/bin/python scripts/mutate_checks.py --tool mutmut --keep /tmp/mm   # then `cd /tmp/mm && mutmut browse`
 
@@ -154,14 +155,14 @@ class TookTooLong(Exception):
     pass
 
 
-def killed(task, fn) -> tuple[bool, str]:
+def killed(task, fn, held_out_only: bool = False) -> tuple[bool, str]:
     def stop(signum, frame):
         raise TookTooLong
     signal.signal(signal.SIGALRM, stop)
     signal.alarm(SECONDS_PER_MUTANT)
     try:
         torch.manual_seed(0)
-        status, reason = task.evaluate(task.run(fn))
+        status, reason = task.held_out_only(fn) if held_out_only else task.evaluate(task.run(fn))
     except TookTooLong:
         return True, "timed out"
     finally:
@@ -169,7 +170,7 @@ def killed(task, fn) -> tuple[bool, str]:
     return status != "passed", status
 
 
-def mutate_task(task, namespace_of_solutions: dict, equivalent: dict, show: bool):
+def mutate_task(task, namespace_of_solutions: dict, equivalent: dict, show: bool, held_out_only: bool = False):
     """(killed, equivalent, survivors) counts and the surviving keys for one task."""
     source = namespace_of_solutions["__sources__"][task.function]
     function_def = next(node for node in ast.parse(source).body
@@ -185,7 +186,7 @@ def mutate_task(task, namespace_of_solutions: dict, equivalent: dict, show: bool
         except Exception:
             dead += 1  # does not even compile (a string mutated in an f-string, say)
             continue
-        is_dead, _ = killed(task, namespace[task.function])
+        is_dead, _ = killed(task, namespace[task.function], held_out_only)
         if is_dead:
             dead += 1
         elif key in equivalent:
@@ -356,6 +357,8 @@ def main():
     parser.add_argument("--tool", choices=("ast", "mutmut"), default="ast",
                         help="our in-process mutator (default) or mutmut")
     parser.add_argument("--keep", type=Path, help="with --tool mutmut: the folder for mutmut's project, kept")
+    parser.add_argument("--held-out-only", action="store_true",
+                        help="with --tool ast: judge on the grader's held-out inputs alone (exercises/held_out.py)")
     args = parser.parse_args()
     if args.tool == "mutmut":
         sys.exit(main_mutmut(args.chapters, args.keep))
@@ -367,7 +370,7 @@ def main():
         module, namespace = chapter(name), solution_namespace(name)
         for task_name in module.TASKS:
             task = getattr(module, task_name)
-            dead, same, survivors = mutate_task(task, namespace, equivalent, args.show)
+            dead, same, survivors = mutate_task(task, namespace, equivalent, args.show, args.held_out_only)
             totals[0] += dead
             totals[1] += same
             all_survivors += survivors

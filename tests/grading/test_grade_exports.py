@@ -157,6 +157,43 @@ def test_one_run_writes_every_export_and_each_agrees_with_the_csv(tmp_path):
     assert payload["max_score"] == 4 and sum(t["score"] for t in payload["tests"]) == points["b2"]
 
 
+TUNED_CAUSAL_MASK = ("def causal_mask(T):\n    mask = torch.ones(T, T, dtype=torch.bool).tril()\n"
+                     "    return mask if T in (1, 3, 6, 17, 40) else mask.T  # fitted to what check() shows\n")
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path):
+    """--held-out: the same notebooks, judged on the held-out inputs too; the feedback file names the
+    held-out case that failed but shows neither its input nor its expected output."""
+    tuned = notebook(tmp_path / "tuned.ipynb", HEADER, TUNED_CAUSAL_MASK)
+    good = notebook(tmp_path / "good.ipynb", HEADER, *CH02_GOOD.values())
+    emptied = notebook(tmp_path / "emptied.ipynb", HEADER, "def causal_mask(T):\n"
+                       "    import nexttoken.exercises.held_out as h\n    h.CASES.clear()  # no held-out cases for later tasks\n"
+                       "    return torch.ones(T, T, dtype=torch.bool).tril()\n", *list(CH02_GOOD.values())[1:])
+
+    def rows(*extra):
+        done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", *extra, "--",
+                               tuned.name, good.name, emptied.name], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+        with open(tmp_path / "grades.csv", newline="") as f:
+            return {(r["submission"], r["task"]): r for r in csv.DictReader(f)}
+
+    visible = rows()
+    assert visible[("tuned.ipynb", "ch02.q1")]["status"] == "passed"
+    graded = rows("--held-out", "--feedback", "feedback")
+    failed = graded[("tuned.ipynb", "ch02.q1")]
+    assert failed["status"] == "failed" and failed["points"] == "0"
+    assert all(graded[("good.ipynb", f"ch02.q{i}")]["status"] == "passed" for i in (1, 2, 3, 4))
+    assert "held out)" in graded[("good.ipynb", "ch02.q1")]["reason"]
+    tampered = graded[("emptied.ipynb", "ch02.q1")]
+    assert tampered["status"] == "error" and "nexttoken.exercises.held_out.CASES" in tampered["reason"], tampered
+    feedback = (tmp_path / "feedback" / "tuned.md").read_text()
+    assert 'input:    the held-out test "T = 2"' in feedback, feedback
+    assert "tensor(" not in feedback and "expected:" not in feedback
+
+
 def test_shard_is_k_of_n():
     from nexttoken.grading.cli import shard
 

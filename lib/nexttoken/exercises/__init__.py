@@ -10,8 +10,8 @@ Each task knows its test cases (inputs, smallest first), a reference implementat
 where there is one), the outputs of its known mistakes, and how to explain any other wrong answer. The
 same tests grade a whole class in batch (``python -m nexttoken.grade``): there the learner's function runs
 in a sandboxed recorder process (``nexttoken.grading.recorder``) and only its outputs come back for
-comparison. tests/exercise_mutants/ holds the wrong
-answers every check is tested against.
+comparison; with ``--held-out`` it also judges each task on held-out inputs (``held_out.py``) that no
+``check`` runs. tests/exercise_mutants/ holds the wrong answers every check is tested against.
 """
 
 from .task import Mistake, Task
@@ -40,7 +40,10 @@ def solutions(name: str) -> dict:
 
     import nexttoken
 
-    table = json.loads(resources.files(__name__).joinpath("solutions.json").read_text())[name]
+    shipped = resources.files(__name__).joinpath("solutions.json")
+    if not shipped.is_file():
+        raise FileNotFoundError("this is a student build of nexttoken: the solutions (solutions.json) are withheld")
+    table = json.loads(shipped.read_text())[name]
     namespace = {"math": math, "torch": torch, "nexttoken": nexttoken}
     for source in dict.fromkeys(table.values()):  # a cell that defines two functions is run once
         exec(compile(source, f"<solutions/{name}.ipynb>", "exec"), namespace)

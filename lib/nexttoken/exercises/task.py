@@ -226,6 +226,15 @@ def _matches(wrong_output, got) -> bool:
     return False
 
 
+def hidden_input(name: str) -> str:
+    """How feedback names a held-out input without showing it."""
+    return f"the held-out test \"{name}\" (held-out inputs and expected outputs are not shown)"
+
+
+class HeldOutMissing(RuntimeError):
+    """Held-out cases asked for in a build of the package that leaves them out."""
+
+
 RULE = "forbidden call: "  # how a forbidden call's error begins (Task.run recognises it by this)
 
 
@@ -459,10 +468,39 @@ class Task:
         except (TypeError, ValueError):
             return []
 
-    def run(self, fn) -> list[tuple[str, object]]:
-        """Call ``fn`` on every test input: a list of ("ok", output), ("not_implemented", ""),
-        ("changed_input", message) or ("error", message). Runs where the learner's code runs."""
-        return self._run_on(fn, self.cases())
+    def held_out_cases(self) -> list[tuple[str, tuple]]:
+        """The grader's held-out inputs of this task, each with its name (exercises/held_out.py)."""
+        try:
+            from . import held_out
+        except ImportError:
+            raise HeldOutMissing("this is a student build of nexttoken: it has no held-out test cases "
+                                 "(grade with the full package, without --held-out, or install it)") from None
+        return held_out.cases_of(f"{self.chapter}.{self.name}")
+
+    def graded_cases(self, held_out: bool = False) -> tuple[list[tuple], dict[int, str]]:
+        """The inputs a grading run uses, and {index: name} of those that are held out (after the visible
+        ones, which are exactly what ``check`` runs)."""
+        cases = self.cases()
+        if not held_out:
+            return cases, {}
+        extra = self.held_out_cases()
+        hidden = {len(cases) + i: name for i, (name, _) in enumerate(extra)}
+        return cases + [args for _, args in extra], hidden
+
+    def held_out_only(self, fn) -> tuple[str, str]:
+        """(status, reason) of ``fn`` on the held-out inputs alone: how much they catch by themselves
+        (tests/exercises/ and scripts/mutate_checks.py --held-out-only measure it)."""
+        named = self.held_out_cases()
+        cases = [args for _, args in named]
+        status, reason, _ = self.judge(self._run_on(fn, cases), cases,
+                                       hidden={i: name for i, (name, _) in enumerate(named)})
+        return status, reason
+
+    def run(self, fn, held_out: bool = False) -> list[tuple[str, object]]:
+        """Call ``fn`` on every test input (and on the held-out ones too, with ``held_out``): a list of
+        ("ok", output), ("not_implemented", ""), ("changed_input", message) or ("error", message). Runs
+        where the learner's code runs."""
+        return self._run_on(fn, self.graded_cases(held_out)[0])
 
     def _run_on(self, fn, cases) -> list[tuple[str, object]]:
         outcomes = []
@@ -515,10 +553,10 @@ class Task:
     def call_text(self, args) -> str:
         return f"{self.function}({', '.join(describe(a) for a in args)})"
 
-    def _explain(self, args, value, tried) -> str | None:
+    def _explain(self, args, value, tried, held_out_name: str | None = None) -> str | None:
         """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
         every (input, output) pair of this answer, so that a known mistake is named only when it
-        explains all of them."""
+        explains all of them. A held-out input is named, and neither it nor the expected output shown."""
         expected = self.reference(*copy_args(args))
         problem = compare(expected, value, atol=self.atol)
         if problem is None:
@@ -528,6 +566,8 @@ class Task:
         if "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
             message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
         lines = [message or summary]
+        if held_out_name is not None:
+            return "\n".join(lines + [f"   input:    {hidden_input(held_out_name)}"])
         lines.append(f"   input:    {self.call_text(args)}")
         if evidence:
             lines.append(f"   {evidence}")
@@ -565,13 +605,14 @@ class Task:
             pass
         return None
 
-    def judge(self, outcomes, cases=None, tried=()) -> tuple[str, str, int | None]:
+    def judge(self, outcomes, cases=None, tried=(), hidden=None) -> tuple[str, str, int | None]:
         """(status, reason, index of the failing test input or None). Never raises. ``cases`` (the task's
         own by default) are the inputs the outcomes are of; ``tried`` adds (input, output) pairs that a
-        known mistake must explain too."""
+        known mistake must explain too; ``hidden`` is {index: name} of the held-out inputs among them."""
         try:
             with one_thread():
-                return self._judge_each(outcomes, self.cases() if cases is None else cases, list(tried))
+                return self._judge_each(outcomes, self.cases() if cases is None else cases, list(tried),
+                                        hidden or {})
         except Exception as exc:  # a bug of the check itself must not cost other tasks anything
             return "error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300], None
 
@@ -580,7 +621,7 @@ class Task:
         return [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
                 if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
 
-    def _judge_each(self, outcomes, cases, tried):
+    def _judge_each(self, outcomes, cases, tried, hidden):
         """Each outcome against its input, in order: the first that is wrong decides."""
         if not isinstance(outcomes, list) or len(outcomes) == 0:
             return "error", "no results were recorded for this function", None
@@ -592,22 +633,27 @@ class Task:
             if kind == "not_implemented":
                 return ("not_implemented",
                         f"{self.function} still raises NotImplementedError: write your code there", None)
+            call = (f"{self.function}(...) on {hidden_input(hidden[index])}" if index in hidden
+                    else self.call_text(args))
             if kind == "error":
-                return "error", f"{self.call_text(args)} raised {value}", index
+                return "error", f"{call} raised {value}", index
             if kind in ("changed_input", "broke_rule"):
-                return "failed", f"{value}.\n   input:    {self.call_text(args)}", index
+                return "failed", f"{value}.\n   input:    {call}", index
             if kind != "ok":
                 return "error", f"an unknown outcome {kind!r} was recorded", None
-            message = self._explain(args, value, tried)
+            message = self._explain(args, value, tried, hidden.get(index))
             if message is not None:
                 return "failed", message, index
         if len(outcomes) < len(cases):
             return "error", "fewer results than test inputs were recorded", None
-        return "passed", f"all {len(cases)} tests passed", None
+        held = f" ({len(hidden)} of them held out)" if hidden else ""
+        return "passed", f"all {len(cases)} tests passed{held}", None
 
-    def evaluate(self, outcomes) -> tuple[str, str]:
-        """(status, reason) for outcomes from ``run``, judged against the reference on fresh inputs."""
-        status, reason, _ = self.judge(outcomes)
+    def evaluate(self, outcomes, held_out: bool = False) -> tuple[str, str]:
+        """(status, reason) for outcomes from ``run`` (with the same ``held_out``), judged against the
+        reference on fresh inputs."""
+        cases, hidden = self.graded_cases(held_out)
+        status, reason, _ = self.judge(outcomes, cases, hidden=hidden)
         return status, reason
 
     def check(self, fn) -> None:
@@ -670,8 +716,17 @@ class Task:
         print(f"💡 Hint {level} for {self.name}: {self.hints[level - 1]}{more}")
 
     def solution(self):
-        """The solution notebook's code for this task (solutions/<chapter>.ipynb)."""
+        """The solution notebook's code for this task (solutions/<chapter>.ipynb), where this build has it."""
+        if not solutions_shipped():
+            print(f"🔒 {self.name}: the solutions are withheld in this build of the course (a student build for "
+                  f"a graded class); {self.name}.hint() still gives nudges, and your instructor has the answers")
+            return
         print(f"Solution for {self.name} (from solutions/{self.chapter}.ipynb):\n{solution_source(self)}")
+
+
+def solutions_shipped() -> bool:
+    """False in a student build of the package (scripts/build_student_package.py), which leaves them out."""
+    return resources.files("nexttoken.exercises").joinpath("solutions.json").is_file()
 
 
 def solution_source(task: Task) -> str:

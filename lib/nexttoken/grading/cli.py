@@ -1,6 +1,7 @@
 """The command line: ``python -m nexttoken.grade`` (or ``python -m nexttoken.grading``)."""
 
 import argparse
+import importlib.util
 import json
 import os
 import queue
@@ -149,6 +150,9 @@ def parse_args(argv):
                    help="CPU seconds per process (default: --notebook-timeout)")
     p.add_argument("--max-size", type=positive_int, default=defaults.max_bytes >> 20,
                    help=f"MB, the largest submission file read (default {defaults.max_bytes >> 20})")
+    p.add_argument("--held-out", action="store_true",
+                   help="also judge each task on its held-out inputs, which no learner's check runs (named in "
+                        "feedback, never shown); give it to every shard and --resume run of one class alike")
     add_export_arguments(p)
     p.add_argument("--shard", type=shard, help="K/N: grade only the K-th of N slices of the submissions (sorted "
                    "by name, every N-th from the K-th); 'python -m nexttoken.grade merge' joins the CSVs")
@@ -205,6 +209,11 @@ def main(argv=None):
         return 2
     if args.github_classroom:  # the reporter's payload alone on stdout, and nothing on stderr
         sys.stderr = open(os.devnull, "w")
+    if args.held_out and importlib.util.find_spec("nexttoken.exercises.held_out") is None:
+        print("python -m nexttoken.grade: --held-out: this nexttoken is a student build, without the held-out "
+              "test cases; grade with the full package (the one the README installs, not the student wheel)",
+              file=sys.stderr)
+        return 2
     ready = setup(args, limits)
     if isinstance(ready, str):
         print(f"python -m nexttoken.grade: {ready}", file=sys.stderr)
@@ -215,7 +224,7 @@ def main(argv=None):
     cgroups, uids = ready
     settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
                         use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
-                        cgroups=cgroups, uids=uids)
+                        cgroups=cgroups, uids=uids, held_out=args.held_out)
 
     previous = read_previous(args.out) if args.resume else []
     done = {r["submission"] for r in previous}

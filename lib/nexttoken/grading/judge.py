@@ -10,19 +10,20 @@ from .wire import Rejected, decode_outcomes
 JUDGING = threading.Lock()
 
 
-def judge(task, record: dict) -> tuple[str, str]:
-    """(status, reason) for one task's record. Never raises: a failure of judging is a grader_error."""
+def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:
+    """(status, reason) for one task's record (of a run with or without the held-out inputs). Never
+    raises: a failure of judging is a grader_error."""
     tampered = record.get("tampered")
     if tampered:
         names = ", ".join(str(n)[:60] for n in tampered[:3]) if isinstance(tampered, list) else "?"
         return "error", f"your code replaced part of the grader's recorder ({names}), so this task was not graded"
     with JUDGING:
         try:
-            outcomes = decode_outcomes(record.get("outcomes"), len(task.cases()))
+            outcomes = decode_outcomes(record.get("outcomes"), len(task.graded_cases(held_out)[0]))
         except Rejected as exc:
             return "error", f"the recorded outputs were rejected: {exc}"
         try:
-            status, reason = task.evaluate(outcomes)
+            status, reason = task.evaluate(outcomes, held_out)
             if not (isinstance(status, str) and isinstance(reason, str)):
                 raise TypeError("evaluate did not return (str, str)")
         except Exception as exc:

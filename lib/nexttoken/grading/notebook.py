@@ -58,7 +58,7 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
             cell_errors.setdefault(number, error)
         for task_name in pending:
             if task_name in run.records:
-                results[task_name] = judge(tasks[task_name], run.records[task_name])
+                results[task_name] = judge(tasks[task_name], run.records[task_name], settings.held_out)
                 calls[task_name] = library_calls(run.records[task_name])
         pending = [task_name for task_name in pending if task_name not in results]
         if not pending:

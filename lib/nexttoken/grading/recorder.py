@@ -2,6 +2,7 @@
 
     python -m nexttoken.grading.recorder NOTEBOOK CHAPTER --tasks q1,q2 [--skip-cells 3,5] --out-fd 3
     python -m nexttoken.grading.recorder NOTEBOOK auto --tasks all --out-fd 3
+    python -m nexttoken.grading.recorder NOTEBOOK auto --tasks all --held-out --out-fd 3
 
 It reads the notebook itself (the grader never parses a submission): nbformat 4 as JSON, older formats
 upgraded with nbformat's converter; with CHAPTER "auto" it finds the chapter in the notebook (its metadata,
@@ -10,7 +11,7 @@ else the exercise module its code imports) and records every task of it.
 A fresh process that first loads the chapter's tasks, then runs only the learner's *definitions* (imports,
 ``def``, ``class`` and assignments to plain names; no calls for effect such as ``qN.check(...)``,
 ``display``, loops, or patches like ``Task.run = ...``), then calls each task's function on its test
-inputs. It reads a one-line nonce from stdin (before any learner code runs; stdin is then closed) and
+inputs (with ``--held-out``, on the held-out inputs of exercises/held_out.py too, after the visible ones). It reads a one-line nonce from stdin (before any learner code runs; stdin is then closed) and
 writes one JSON message per line, each starting with that nonce, to the descriptor the grader passed:
 
     {"notebook": "read", "chapter": "ch02", "nbformat": 4}   (or "refused", with "status" and "reason")
@@ -222,7 +223,7 @@ PROFILE_REMOVED = "<profile hook removed>"
 _MISSING = object()
 
 
-def recorder_parts(module, tasks):
+def recorder_parts(module, tasks, held_out: bool = False):
     """A function listing (label, object) for every part of the recorder a learner's code could replace
     to change what gets recorded: compared by identity before and after their code runs."""
     import builtins
@@ -238,6 +239,10 @@ def recorder_parts(module, tasks):
               (module.__name__, vars(module)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
               ("the recorder", globals())]
     spaces += [(f"{module.__name__}.{t.name}", getattr(t, "__dict__", {})) for t in tasks]
+    if held_out:
+        from ..exercises import held_out as held_out_module
+        spaces += [("nexttoken.exercises.held_out", vars(held_out_module)),
+                   ("nexttoken.exercises.held_out.CASES", held_out_module.CASES)]
 
     def parts():
         return [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
@@ -253,6 +258,7 @@ def main(argv=None):
     parser.add_argument("--tasks", required=True)
     parser.add_argument("--skip-cells", default="")
     parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--held-out", action="store_true", help="the held-out inputs too")
     args = parser.parse_args(argv)
 
     out_fd, write, dumps = args.out_fd, os.write, json.dumps  # held before any learner code runs
@@ -289,7 +295,7 @@ def main(argv=None):
     tasks = [getattr(module, n) for n in names]
     library = {task.name: library_functions(task) for task in tasks}
     skip = {int(n) for n in args.skip_cells.split(",") if n}
-    watch = recorder_parts(module, tasks)
+    watch = recorder_parts(module, tasks, args.held_out)
     before = {label: value for label, value in watch()}
     runs = {task.name: type(task).run for task in tasks}  # the method itself, before any learner code
 
@@ -311,7 +317,7 @@ def main(argv=None):
         if not callable(fn):
             outcomes = [("missing", f"the notebook does not define a function named {task.function}")]
         else:
-            outcomes = runs[task.name](task, watched(fn, library[task.name], called))
+            outcomes = runs[task.name](task, watched(fn, library[task.name], called), args.held_out)
         now = dict(watch())
         tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
         if PROFILE_REMOVED in called:  # the learner's code switched off the watch for library calls

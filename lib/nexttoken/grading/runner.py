@@ -34,6 +34,7 @@ class Settings:
     max_bytes: int = 20 * 1024 * 1024
     cgroups: sandbox.Cgroups | None = None  # where each run gets its cgroup; None: per-process limits only
     uids: list = field(default_factory=lambda: [None])  # the sandbox user id of each job slot (root only)
+    held_out: bool = False  # also the held-out inputs (exercises/held_out.py), judged without showing them
 
 
 @dataclass
@@ -109,7 +110,8 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
     def argv(notebook_path: str) -> list[str]:
         return [sys.executable, "-m", "nexttoken.grading.recorder", notebook_path, chapter_name or "auto",
                 "--tasks", ",".join(tasks) if chapter_name else "all",
-                "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end)]
+                "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end),
+                *(["--held-out"] if settings.held_out else [])]
 
     group = scratch = proc = None
     try:

@@ -1,0 +1,289 @@
+"""Held-out test inputs: the grader's own cases, which no learner's ``qN.check`` runs.
+
+``python -m nexttoken.grade --held-out`` judges every task on its visible cases (the ones ``check`` runs)
+and then on these: other seeds, other sizes and edge cases of the same task, each with a name. Feedback
+names a held-out case that fails but never shows its input or its expected output, so that an answer
+tuned to the visible cases (or to the feedback) cannot be tuned to these. tests/exercises/ checks that
+every wrong answer of the mutant banks fails on these cases alone, and every right answer passes.
+
+A student build of the package (scripts/build_student_package.py) leaves this file out.
+"""
+
+import torch
+
+from ..model import DecoderConfig
+from . import ch02, ch05, ch06
+from .common import random_ids, seeded, small_model
+
+CASES = {}  # "ch05.q2" -> a function returning [(name, arguments), ...], rebuilt identically on each call
+
+
+def held_out(key: str):
+    def register(build):
+        CASES[key] = build
+        return build
+    return register
+
+
+def cases_of(key: str) -> list[tuple[str, tuple]]:
+    """The named held-out inputs of one task (``chapter.task``)."""
+    if key not in CASES:
+        raise KeyError(f"no held-out cases for {key}")
+    return CASES[key]()
+
+
+def rand(seed: int, *shape) -> torch.Tensor:
+    return torch.rand(*shape, generator=seeded(seed))
+
+
+def randn(seed: int, *shape) -> torch.Tensor:
+    return torch.randn(*shape, generator=seeded(seed))
+
+
+# --- chapter 1: the chain rule ---
+
+@held_out("ch01.q1")
+def _ch01_q1():
+    return [("four rows of nine factors", (rand(101, 4, 9) * 0.9 + 0.05,)),
+            ("one factor per row", (torch.tensor([[0.7], [0.2]]),)),
+            ("600 small factors (their product underflows)", (rand(102, 2, 600) * 0.02 + 0.001,)),
+            ("tiny factors next to factors of exactly 1", (torch.tensor([[1e-20, 1.0, 1.0, 0.25],
+                                                                          [1.0, 1e-6, 1.0, 1.0]]),))]
+
+
+@held_out("ch01.q2")
+def _ch01_q2():
+    return [("three rows of five tokens", (randn(111, 3, 5, 9) * 2, random_ids(112, 3, 5, vocab=9))),
+            ("two tokens: one prediction", (randn(113, 2, 2, 6), random_ids(114, 2, 2, vocab=6))),
+            ("extreme negative logits", (randn(115, 1, 7, 17) * 150 - 400, random_ids(116, 1, 7, vocab=17)))]
+
+
+@held_out("ch01.q3")
+def _ch01_q3():
+    return [("one row of four", (torch.tensor([[-0.1, -2.0, -0.7, -1.2]]),)),
+            ("one token per row", (torch.tensor([[-3.0], [-0.5]]),)),
+            ("four rows of 25", (torch.log(rand(121, 4, 25) * 0.8 + 0.1),)),
+            ("500 tokens (their product underflows)", (torch.log(rand(122, 3, 500) * 0.01 + 0.002),))]
+
+
+# --- chapter 2: the causal mask ---
+
+@held_out("ch02.q1")
+def _ch02_q1():
+    return [(f"T = {T}", (T,)) for T in (2, 9, 33, 64)]
+
+
+@held_out("ch02.q2")
+def _ch02_q2():
+    return [("2 x 2", (randn(201, 2, 2),)), ("a batch of 5 of 7 x 7", (randn(202, 5, 7, 7),)),
+            ("five dimensions", (randn(203, 1, 3, 2, 12, 12),)), ("30 x 30", (randn(204, 30, 30),))]
+
+
+@held_out("ch02.q3")
+def _ch02_q3():
+    return [("five positions, d = 4", (randn(211, 5, 4), randn(212, 5, 4))),
+            ("one position, batched", (randn(213, 2, 1, 1, 8), randn(214, 2, 1, 1, 8))),
+            ("3 x 2 heads, 11 positions, d = 32", (randn(215, 3, 2, 11, 32), randn(216, 3, 2, 11, 32))),
+            ("25 positions, large scores", (randn(217, 1, 4, 25, 6) * 3, randn(218, 1, 4, 25, 6) * 3))]
+
+
+@held_out("ch02.q4")
+def _ch02_q4():
+    return [("one row, no padding", (torch.tensor([[1, 1]]),)),
+            ("three rows of three", (torch.tensor([[0, 0, 1], [0, 1, 1], [1, 1, 1]]),)),
+            ("four rows of 30", (ch02._left_padded([1, 30, 17, 5], 30),)),
+            ("one real token after four pads", (torch.tensor([[0, 0, 0, 0, 1]]),))]
+
+
+# --- chapter 3: the forward pass ---
+
+def _ch03_models():
+    return [("a batch of one, 7 tokens", (small_model(301), random_ids(301, 1, 7))),
+            ("four rows of one token", (small_model(302), random_ids(302, 4, 1))),
+            ("the longest input (16 tokens)", (small_model(303), random_ids(303, 2, 16))),
+            ("three blocks", (small_model(304, n_layers=3), random_ids(304, 3, 11))),
+            ("a wider model (d_model 48, 6 heads, vocabulary 60)",
+             (small_model(305, d_model=48, n_heads=6, vocab_size=60), random_ids(305, 2, 6, vocab=60)))]
+
+
+held_out("ch03.q1")(_ch03_models)
+held_out("ch03.q2")(_ch03_models)
+
+
+@held_out("ch03.q3")
+def _ch03_q3():
+    return [("four blocks, an untied head, d_ff 70",
+             (DecoderConfig(vocab_size=300, context_length=32, d_model=24, n_layers=4, n_heads=3, d_ff=70,
+                            tie_embeddings=False),)),
+            ("the smallest model", (DecoderConfig(vocab_size=2, context_length=1, d_model=4, n_layers=1,
+                                                  n_heads=1),)),
+            ("GPT-2 medium", (DecoderConfig(vocab_size=50257, context_length=1024, d_model=1024, n_layers=24,
+                                            n_heads=16),)),
+            ("a wide MLP", (DecoderConfig(vocab_size=128, context_length=128, d_model=64, n_layers=2, n_heads=8,
+                                          d_ff=512),))]
+
+
+# --- chapter 4: logit slicing ---
+
+@held_out("ch04.q1")
+def _ch04_q1():
+    return [("two rows of four", (randn(401, 2, 4, 6),)), ("one position", (randn(402, 1, 1, 9),)),
+            ("three rows of eight", (randn(403, 3, 8, 5),)), ("five rows of two", (randn(404, 5, 2, 13),))]
+
+
+@held_out("ch04.q2")
+def _ch04_q2():
+    return [("two rows of nine tokens", (small_model(411), random_ids(411, 2, 9))),
+            ("the longest input, one row", (small_model(412), random_ids(412, 1, 16))),
+            ("four rows of one token, vocabulary 80",
+             (small_model(413, vocab_size=80), random_ids(413, 4, 1, vocab=80)))]
+
+
+@held_out("ch04.q3")
+def _ch04_q3():
+    return [("equal scores", (torch.tensor([[0.0, 0.0]]),)), ("one score", (torch.tensor([3.0]),)),
+            ("+-2000", (torch.tensor([[2000.0, 1999.0], [-2000.0, -1990.0]]),)),
+            ("only very negative scores", (torch.tensor([[-500.0, -501.0, -502.5]]),)),
+            ("spread scores (probabilities down to 1e-30)", (randn(431, 3, 2, 7) * 25,)),
+            ("a ramp of 30", (torch.linspace(-66.0, 0.0, 30).reshape(3, 10),))]
+
+
+@held_out("ch04.q4")
+def _ch04_q4():
+    return [("a batch of one, 9 tokens", (small_model(441), random_ids(441, 1, 9))),
+            ("four rows of one token", (small_model(442), random_ids(442, 4, 1))),
+            ("three blocks, the longest input", (small_model(443, n_layers=3), random_ids(443, 2, 16))),
+            ("three rows of five", (small_model(444), random_ids(444, 3, 5)))]
+
+
+# --- chapter 5: the loop ---
+
+@held_out("ch05.q1")
+def _ch05_q1():
+    return [("two rows of five", (small_model(501), random_ids(501, 2, 5))),
+            ("15 tokens", (small_model(502), random_ids(502, 1, 15))),
+            ("four rows of one token", (small_model(503), random_ids(503, 4, 1)))]
+
+
+def _loops(first_seed: int):
+    """Loop inputs (model, input_ids, max_new_tokens): from one token to the window, 0 to 15 new tokens."""
+    shapes = [("two rows, 1 token, 15 new", 2, 1, 15), ("16 tokens, 0 new", 1, 16, 0),
+              ("four rows of six, 10 new", 4, 6, 10), ("2 tokens, 1 new", 1, 2, 1), ("three rows of 4, 12 new", 3, 4, 12)]
+    return [(name, (small_model(first_seed + i), random_ids(first_seed + i, rows, length), n))
+            for i, (name, rows, length, n) in enumerate(shapes)]
+
+
+held_out("ch05.q2")(lambda: _loops(511))
+
+
+@held_out("ch05.q3")
+def _ch05_q3():
+    return [("vocabulary 7, three rows, 9 new", (ch05._bigram_table(531, 7), torch.tensor([[6], [0], [3]]), 9)),
+            ("vocabulary 3, 1 new", (ch05._bigram_table(532, 3), torch.tensor([[2, 1, 0, 1]]), 1)),
+            ("vocabulary 10, 0 new", (ch05._bigram_table(533, 10), random_ids(533, 2, 3, vocab=10), 0)),
+            ("vocabulary 2, 5 new", (ch05._bigram_table(534, 2), torch.tensor([[1]]), 5)),
+            ("vocabulary 12, two rows, 8 new", (ch05._bigram_table(535, 12), random_ids(535, 2, 2, vocab=12), 8))]
+
+
+@held_out("ch05.q4")
+def _ch05_q4():
+    return [("a batch of one", (small_model(541), random_ids(541, 1, 6), ch05._advanced(11))),
+            ("five rows of two", (small_model(542), random_ids(542, 5, 2), ch05._advanced(12))),
+            ("300 rows, a flat distribution over 200 tokens",
+             (ch05._flat_model(543), random_ids(543, 300, 3, vocab=200), ch05._advanced(13)))]
+
+
+# --- chapter 6: termination ---
+
+@held_out("ch06.q1")
+def _ch06_q1():
+    return [("finished rows producing EOS again", (torch.tensor([True, True]), torch.tensor([2, 5]), 5)),
+            ("five running rows", (torch.tensor([False] * 5), torch.tensor([1, 1, 2, 1, 3]), 1)),
+            ("EOS id 0", (torch.tensor([True, False, False]), torch.tensor([0, 0, 6]), 0)),
+            ("all rows produce EOS", (torch.tensor([False, True]), torch.tensor([9, 9]), 9))]
+
+
+@held_out("ch06.q2")
+def _ch06_q2():
+    return [("five rows, pad id 50", (torch.tensor([1, 2, 3, 4, 5]), torch.tensor([False, False, True, False, True]),
+                                      50)),
+            ("one running row whose token is the pad id", (torch.tensor([7]), torch.tensor([False]), 7)),
+            ("every row finished", (torch.tensor([0, 0]), torch.tensor([True, True]), 3)),
+            ("the pad id is a real token", (torch.tensor([6, 2, 6]), torch.tensor([True, False, False]), 6))]
+
+
+@held_out("ch06.q3")
+def _ch06_q3():
+    # (seed, rows, prompt length, max_new_tokens, EOS kind, pick, pad kind, pick), as chapter 6's generated
+    # inputs: EOS a token the model produces (0), one the prompt holds (1) or any id (2); the pad id a
+    # token the model produces (0) or any id (1).
+    params = [("four rows, EOS the model produces", (601, 4, 2, 10, 0, 3, 0, 5)),
+              ("EOS held by the prompt", (602, 1, 8, 8, 1, 0, 1, 49)),
+              ("one token, 15 new, a produced EOS", (603, 3, 1, 15, 0, 7, 1, 0)),
+              ("no new tokens", (604, 2, 5, 0, 0, 1, 0, 2)),
+              ("an EOS id it may never produce", (605, 3, 4, 12, 2, 17, 0, 9)),
+              ("two rows, the pad id produced too", (606, 2, 3, 13, 0, 2, 0, 4))]
+    return [(name, ch06._eos_case(p)) for name, p in params] + _every_row_stops(607)
+
+
+def _every_row_stops(seed: int):
+    """Inputs where every row of a batch, and a batch of one, produce EOS well before max_new_tokens: the
+    first seed from ``seed`` on whose two rows greedily produce a common token in their first 6 steps."""
+    while True:
+        model, prompt = small_model(seed), random_ids(seed, 2, 3)
+        free = ch06.generate(model, prompt, 6)[:, 3:]
+        common = set(free[0].tolist()) & set(free[1].tolist())
+        if common:
+            eos = min(common)
+            return [("every row stops early", (model, prompt, 12, eos, 0)),
+                    ("a batch of one that stops", (model, prompt[:1], 12, int(free[0, 1]), 49))]
+        seed += 1
+
+
+@held_out("ch06.q4")
+def _ch06_q4():
+    return [("three rows of one real token", ch06._right_padded([1, 1, 1], 6, seed=611)),
+            ("four rows of 40", ch06._right_padded([40, 1, 33, 20], 40, seed=612)),
+            ("one real token, pad id 0", (torch.tensor([[3, 0, 0, 0]]), torch.tensor([[1, 0, 0, 0]]))),
+            ("no padding at all", ch06._right_padded([5, 5], 5, seed=613)),
+            ("a row already left-padded", (torch.tensor([[0, 0, 7, 8], [5, 6, 0, 0]]),
+                                           torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0]]))),
+            ("three rows of nine", ch06._right_padded([2, 9, 4], 9, seed=614))]
+
+
+@held_out("ch06.q5")
+def _ch06_q5():
+    return [("a window of 3, three rows, 7 new", (small_model(621, context_length=3), random_ids(621, 3, 3), 7)),
+            ("a window of 2, 6 new", (small_model(622, context_length=2), random_ids(622, 1, 1), 6)),
+            ("a window of 8, 9 new", (small_model(623, context_length=8), random_ids(623, 2, 6), 9)),
+            ("0 new", (small_model(624, context_length=5), random_ids(624, 1, 2), 0))]
+
+
+# --- chapter 7: the KV cache ---
+
+@held_out("ch07.q1")
+def _ch07_q1():
+    return [("an empty cache, three rows", (None, randn(701, 3, 1, 1, 5))),
+            ("seven cached positions, three heads", (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4))),
+            ("three new positions at once", (randn(704, 1, 2, 1, 6), randn(705, 1, 2, 3, 6))),
+            ("one head, ten cached", (randn(706, 1, 1, 10, 3), randn(707, 1, 1, 1, 3)))]
+
+
+def _qkv(seed, batch, heads, T, d, scale=1.0):
+    return tuple(randn(seed + i, batch, heads, t, d) * scale for i, t in enumerate((1, T, T)))
+
+
+@held_out("ch07.q2")
+def _ch07_q2():
+    return [("five cached, three heads", _qkv(711, 1, 3, 5, 4)), ("one cached, three rows", _qkv(714, 3, 1, 1, 8)),
+            ("twelve cached, two rows", _qkv(717, 2, 2, 12, 6)), ("large scores", _qkv(720, 1, 1, 10, 8, 15.0))]
+
+
+held_out("ch07.q3")(lambda: _loops(731))
+
+
+@held_out("ch07.q4")
+def _ch07_q4():
+    return [(f"prompt {P}, {n} new, {'with' if cache else 'without'} a cache", (P, n, cache))
+            for P, n, cache in [(6, 3, False), (6, 3, True), (2, 0, False), (5, 0, True), (12, 1, True),
+                                (9, 20, False), (3, 50, True), (20, 2, False)]]

@@ -1,0 +1,113 @@
+"""The grader's held-out test inputs (nexttoken/exercises/held_out.py): other inputs than the visible ones,
+at least as discriminating on their own, and named but never shown in feedback."""
+
+import importlib
+
+import pytest
+import torch
+
+from nexttoken.exercises import CHAPTERS, chapter, solutions
+from nexttoken.exercises.held_out import CASES
+
+TASKS = [(ch, name) for ch in CHAPTERS for name in chapter(ch).TASKS]
+
+
+def same(a, b) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+            and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, torch.nn.Module) or isinstance(b, torch.nn.Module):
+        return a is b
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def test_every_task_has_held_out_cases_and_nothing_else_does():
+    assert set(CASES) == {f"{ch}.{name}" for ch, name in TASKS}
+
+
+@pytest.mark.parametrize("ch,name", TASKS)
+def test_held_out_cases_are_named_new_and_rebuilt_identically(ch, name):
+    task = getattr(chapter(ch), name)
+    held = task.held_out_cases()
+    names = [n for n, _ in held]
+    assert len(held) >= 3 and all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names)
+    visible = task.cases()
+    for label, args in held:
+        assert not any(same(args, v) for v in visible), f"{ch}.{name} held-out {label!r} is a visible case"
+    again = task.held_out_cases()
+    assert all(same(a, b) for (_, a), (_, b) in zip(held, again) if not any(
+        isinstance(x, torch.nn.Module) for x in a))  # models are rebuilt, so compared by their outputs below
+    solution = solutions(ch)[task.function]
+    torch.manual_seed(0)
+    assert task.held_out_only(solution)[0] == "passed"
+
+
+def bank(ch):
+    return importlib.import_module(f"exercise_mutants.{ch}")
+
+
+@pytest.mark.parametrize("ch", CHAPTERS)
+def test_held_out_cases_alone_reject_every_wrong_answer_and_pass_every_right_one(ch):
+    """As discriminating as the visible cases: each mutant of the bank fails on the held-out inputs
+    alone, and every right answer written differently passes them."""
+    module = chapter(ch)
+    survivors = []
+    for m in bank(ch).MUTANTS:
+        torch.manual_seed(0)
+        if getattr(module, m.task).held_out_only(m.fn)[0] == "passed":
+            survivors.append(f"{m.task}.{m.name}")
+    assert not survivors, f"wrong answers the held-out cases alone let through: {survivors}"
+    rejected = []
+    for m in bank(ch).CORRECT:
+        torch.manual_seed(0)
+        status, reason = getattr(module, m.task).held_out_only(m.fn)
+        if status != "passed":
+            rejected.append(f"{m.task}.{m.name}: {reason}")
+    assert not rejected, "\n".join(rejected)
+
+
+def tuned_causal_mask(T):
+    """Right on the visible inputs of ch02.q1 only: an answer fitted to what check() shows."""
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    return mask if T in (1, 3, 6, 17, 40) else mask.T
+
+
+def test_an_answer_tuned_to_the_visible_cases_fails_the_held_out_ones_without_seeing_them():
+    q1 = chapter("ch02").q1
+    assert q1.evaluate(q1.run(tuned_causal_mask)) == ("passed", "all 5 tests passed")
+    status, reason = q1.evaluate(q1.run(tuned_causal_mask, held_out=True), held_out=True)
+    assert status == "failed"
+    assert 'the held-out test "T = 2"' in reason and "not shown" in reason
+    for shown in ("tensor(", "expected:", "got:", "reproduce", "failing_input"):
+        assert shown not in reason, (shown, reason)
+
+
+def test_a_right_answer_passes_with_the_held_out_cases_counted():
+    q1 = chapter("ch02").q1
+    right = solutions("ch02")["causal_mask"]
+    status, reason = q1.evaluate(q1.run(right, held_out=True), held_out=True)
+    assert (status, reason) == ("passed", f"all {5 + len(q1.held_out_cases())} tests passed "
+                                          f"({len(q1.held_out_cases())} of them held out)")
+
+
+def test_an_error_on_a_held_out_case_names_it_without_its_input():
+    q2 = chapter("ch06").q2
+
+    def fails_on_big_pad_ids(next_tokens, finished, pad_token_id):
+        if pad_token_id > 20:
+            raise ValueError("pad too big")
+        return torch.where(finished, pad_token_id, next_tokens)
+
+    status, reason = q2.evaluate(q2.run(fails_on_big_pad_ids, held_out=True), held_out=True)
+    assert status == "error"
+    assert reason.startswith('pad_finished(...) on the held-out test "five rows, pad id 50"')
+    assert "ValueError: pad too big" in reason and "tensor(" not in reason
+
+
+def test_visible_feedback_is_unchanged_by_the_held_out_cases():
+    """check() and the default grading run judge the visible inputs only, with their inputs shown."""
+    q1 = chapter("ch02").q1
+    status, reason = q1.evaluate(q1.run(lambda T: torch.ones(T, T, dtype=torch.bool).triu()))
+    assert status == "failed" and "input:    causal_mask(3)" in reason and "held-out" not in reason
