@@ -175,3 +175,104 @@ def shifted_logsumexp(logits, input_ids):
 @correct("q3")
 def perplexity_via_cross_entropy(token_log_probs):
     return (-token_log_probs).mean(-1).exp()
+
+
+# q4: joint_frequencies (empirical)
+def _pairs(first_probs, next_probs, n_draws, generator, second_from=None):
+    x1 = torch.multinomial(first_probs, n_draws, replacement=True, generator=generator)
+    rows = next_probs[x1] if second_from is None else second_from(first_probs, next_probs, x1)
+    x2 = torch.multinomial(rows, 1, generator=generator).squeeze(-1)
+    return x1, x2
+
+
+def _table(x1, x2, V, n):
+    return torch.bincount(x1 * V + x2, minlength=V * V).reshape(V, V).float() / n
+
+
+@mutant("q4", expect=None)
+def second_token_ignores_the_first(first_probs, next_probs, n_draws, generator):
+    V = first_probs.shape[0]
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator,
+                    second_from=lambda f, t, x1: f.expand(len(x1), -1))  # "every token from the same distribution"
+    return _table(x1, x2, V, n_draws)
+
+
+@mutant("q4", expect="not divided by n_draws")
+def counts_not_frequencies(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
+    return _table(x1, x2, first_probs.shape[0], 1)
+
+
+@mutant("q4", expect="transposed")
+def transposed_table(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
+    return _table(x2, x1, first_probs.shape[0], n_draws)
+
+
+@mutant("q4", expect="counted apart")
+def product_of_each_tokens_frequencies(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
+    V = first_probs.shape[0]
+    return (torch.bincount(x1, minlength=V)[:, None] * torch.bincount(x2, minlength=V)[None, :]).float() / n_draws ** 2
+
+
+@mutant("q4", expect="columns of next_probs")
+def second_token_from_a_column(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator,
+                    second_from=lambda f, t, x1: t.T[x1] / t.T[x1].sum(-1, keepdim=True))
+    return _table(x1, x2, first_probs.shape[0], n_draws)
+
+
+@mutant("q4", expect="did not draw from `generator`")
+def global_random_state(first_probs, next_probs, n_draws, generator):
+    x1 = torch.multinomial(first_probs, n_draws, replacement=True)
+    x2 = torch.multinomial(next_probs[x1], 1).squeeze(-1)
+    return _table(x1, x2, first_probs.shape[0], n_draws)
+
+
+@mutant("q4", expect=None)
+def the_probabilities_themselves(first_probs, next_probs, n_draws, generator):
+    torch.rand(1, generator=generator)  # draws, but reports the exact products: not a measurement
+    return first_probs[:, None] * next_probs
+
+
+@mutant("q4", expect=None)
+def most_likely_second_token(first_probs, next_probs, n_draws, generator):
+    x1 = torch.multinomial(first_probs, n_draws, replacement=True, generator=generator)
+    return _table(x1, next_probs[x1].argmax(-1), first_probs.shape[0], n_draws)
+
+
+@mutant("q4", expect=None)
+def fixed_number_of_draws(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, 10_000, generator)
+    return _table(x1, x2, first_probs.shape[0], 10_000)
+
+
+@correct("q4")
+def inverse_cdf_sampling(first_probs, next_probs, n_draws, generator):
+    V = first_probs.shape[0]
+    u = torch.rand(n_draws, 2, generator=generator)
+    x1 = torch.searchsorted(first_probs.cumsum(0), u[:, 0].contiguous()).clamp(max=V - 1)
+    x2 = torch.searchsorted(next_probs[x1].cumsum(-1), u[:, 1:].contiguous()).squeeze(-1).clamp(max=V - 1)
+    table = torch.zeros(V, V)
+    for a, b in zip(x1.tolist(), x2.tolist()):
+        table[a, b] += 1
+    return table / n_draws
+
+
+@correct("q4")
+def one_text_at_a_time(first_probs, next_probs, n_draws, generator):
+    V = first_probs.shape[0]
+    table = torch.zeros(V, V)
+    for _ in range(n_draws):
+        a = int(torch.multinomial(first_probs, 1, generator=generator))
+        b = int(torch.multinomial(next_probs[a], 1, generator=generator))
+        table[a, b] += 1
+    return table / n_draws
+
+
+@mutant("q4", expect="global random state")
+def first_tokens_from_the_global_state(first_probs, next_probs, n_draws, generator):
+    x1 = torch.multinomial(first_probs, n_draws, replacement=True)  # the generator is only used for x2
+    x2 = torch.multinomial(next_probs[x1], 1, generator=generator).squeeze(-1)
+    return _table(x1, x2, first_probs.shape[0], n_draws)

@@ -226,3 +226,44 @@ def mask_with_triu(scores):
 def padded_by_broadcast_multiplication(attention_mask):
     T = attention_mask.shape[-1]
     return (torch.ones(T, T).tril() * attention_mask[:, None, :]).bool()
+
+
+# q5: changed_positions (predict)
+@mutant("q5", expect="position j changes too")
+def strictly_after(T, j):
+    return torch.arange(T) > j
+
+
+@mutant("q5", expect="that is the past")
+def the_past(T, j):
+    return torch.arange(T) <= j
+
+
+@mutant("q5", expect="without a mask every position")
+def every_position(T, j):
+    return torch.ones(T, dtype=torch.bool)
+
+
+@mutant("q5", expect="not only position j")
+def only_j(T, j):
+    return torch.arange(T) == j
+
+
+@mutant("q5", expect="should be a bool tensor")
+def ones_and_zeros(T, j):
+    return (torch.arange(T) >= j).long()
+
+
+@mutant("q5", expect=None)
+def counted_from_one(T, j):
+    return torch.arange(1, T + 1) >= j
+
+
+@mutant("q5", expect="should be a torch.Tensor")
+def a_list(T, j):
+    return [t >= j for t in range(T)]
+
+
+@correct("q5")
+def from_the_mask_column(T, j):
+    return torch.ones(T, T, dtype=torch.bool).tril()[:, j]

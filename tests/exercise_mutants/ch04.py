@@ -249,3 +249,63 @@ def softmax_via_logsumexp(logits):
 def head_via_last_slice_and_keepdim(model, input_ids):
     x = _blocks_output(model, input_ids)[:, -1:, :]
     return model.lm_head(model.final_norm(x)).squeeze(1)
+
+
+# q5: next_token_probs_fixed (debug)
+@mutant("q5", expect="one distribution for the whole batch")
+def left_as_it_was(model, input_ids):
+    logits = model(input_ids)
+    return torch.softmax(logits[0, -1], dim=-1)
+
+
+@mutant("q5", expect="dropout is still on")
+def no_grad_is_not_eval(model, input_ids):
+    with torch.no_grad():
+        return torch.softmax(model(input_ids)[:, -1, :], dim=-1)
+
+
+@mutant("q5", expect="dropout is still on")
+def seeded_dropout(model, input_ids):
+    torch.manual_seed(0)  # the same result every call, but dropout still zeroes activations
+    return torch.softmax(model(input_ids)[:, -1, :], dim=-1)
+
+
+@mutant("q5", expect="one distribution for the whole batch")
+def eval_but_row_zero(model, input_ids):
+    model.eval()
+    return torch.softmax(model(input_ids)[0, -1], dim=-1)
+
+
+@mutant("q5", expect=None)
+def eval_but_first_position(model, input_ids):
+    model.eval()
+    return torch.softmax(model(input_ids)[:, 0], dim=-1)
+
+
+@mutant("q5", expect=None)
+def eval_but_logits(model, input_ids):
+    model.eval()
+    with torch.no_grad():
+        return model(input_ids)[:, -1, :]
+
+
+@mutant("q5", expect=None)
+def eval_but_softmax_over_batch(model, input_ids):
+    model.eval()
+    return torch.softmax(model(input_ids)[:, -1, :], dim=0)
+
+
+@correct("q5")
+def eval_then_back_to_training(model, input_ids):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        probs = model(input_ids)[:, -1, :].softmax(-1)
+    model.train(was)
+    return probs
+
+
+@correct("q5")
+def eval_and_detach(model, input_ids):
+    model.train(False)  # the same as model.eval()
+    return torch.softmax(model(input_ids).detach()[:, -1], -1)

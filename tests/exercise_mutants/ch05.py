@@ -280,3 +280,94 @@ def greedy_inline(model, input_ids, max_new_tokens):
 def sample_with_logits_softmax_dim_1(model, input_ids, generator):
     probs = model(input_ids)[:, -1, :].softmax(dim=1)
     return torch.cat([input_ids, probs.multinomial(num_samples=1, generator=generator)], dim=-1)
+
+
+# q5: greedy_trap (open)
+def _score(model, prompt, continuation):
+    ids = torch.cat([prompt, continuation[None]], dim=1)
+    log_probs = torch.log_softmax(model(ids)[0, :-1], dim=-1)
+    return float(log_probs[prompt.shape[1] - 1:].gather(-1, continuation[:, None]).sum())
+
+
+def _greedy4(model, prompt, n=4):
+    ids = prompt
+    for _ in range(n):
+        ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return ids[0, prompt.shape[1]:]
+
+
+@mutant("q5", expect="starts with the greedy token")
+def the_greedy_path(model):
+    prompt = torch.tensor([[0]])
+    return prompt, _greedy4(model, prompt)
+
+
+@mutant("q5", expect="not more probable than greedy's")
+def second_best_first_token_unchecked(model):
+    prompt = torch.tensor([[0]])
+    second = model(prompt)[0, -1].topk(2).indices[1:]
+    return prompt, torch.cat([second, _greedy4(model, torch.cat([prompt, second[None]], 1), 3)])
+
+
+@mutant("q5", expect="not more probable than greedy's")
+def compares_only_the_first_token(model):
+    # "a more probable continuation": a first token more probable than greedy's is impossible, so this
+    # picks the least improbable other first token and stops thinking
+    prompt = torch.tensor([[1]])
+    first = model(prompt)[0, -1].topk(2).indices[1:]
+    return prompt, torch.cat([first, first, first, first])
+
+
+@mutant("q5", expect="should be an int64 tensor of shape (4,)")
+def continuation_with_a_batch_dimension(model):
+    for token in range(model.config.vocab_size):
+        prompt = torch.tensor([[token]])
+        greedy = _greedy4(model, prompt)
+        for first in range(model.config.vocab_size):
+            if first == int(greedy[0]):
+                continue
+            path = torch.cat([torch.tensor([first]), _greedy4(model, torch.tensor([[token, first]]), 3)])
+            if _score(model, prompt, path) > _score(model, prompt, greedy):
+                return prompt, path[None]
+    raise RuntimeError("none found")
+
+
+@mutant("q5", expect="should hold 4 tokens")
+def three_tokens(model):
+    prompt = torch.tensor([[0]])
+    return prompt, _greedy4(model, prompt)[1:]
+
+
+@mutant("q5", expect="return two tensors")
+def only_the_continuation(model):
+    return _greedy4(model, torch.tensor([[0]]))
+
+
+@mutant("q5", expect="should be (1, P)")
+def empty_prompt(model):
+    return torch.zeros(1, 0, dtype=torch.long), torch.tensor([1, 2, 3, 4])
+
+
+@mutant("q5", expect="outside the vocabulary")
+def ids_past_the_vocabulary(model):
+    return torch.tensor([[0]]), torch.tensor([model.config.vocab_size, 0, 0, 0])
+
+
+@correct("q5")
+def search_by_probability_not_log(model):
+    """Products of probabilities instead of sums of logs (fine for 4 tokens), and two-token prompts."""
+    V = model.config.vocab_size
+    for a in range(V):
+        for b in range(2):
+            prompt = torch.tensor([[a, b]])
+            greedy = _greedy4(model, prompt)
+
+            def p(path):
+                ids = torch.cat([prompt, path[None]], 1)
+                probs = torch.softmax(model(ids)[0, :-1], -1)[1:]
+                return probs.gather(-1, path[:, None]).prod()
+            for first in model(prompt)[0, -1].argsort(descending=True)[1:]:
+                path = torch.cat([first[None], _greedy4(model, torch.cat([prompt, first[None, None]], 1), 3)])
+                if p(path) > p(greedy) * (1 + 1e-4):
+                    return prompt, path
+    raise RuntimeError("none found")

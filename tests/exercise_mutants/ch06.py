@@ -325,3 +325,66 @@ def eos_with_unfinished_flags(model, input_ids, max_new_tokens, eos_token_id, pa
 def left_padding_row_by_row(input_ids, attention_mask):
     rows = [torch.cat([ids[m == 0], ids[m == 1]]) for ids, m in zip(input_ids, attention_mask)]
     return torch.stack(rows), attention_mask.sort(dim=1).values
+
+
+# q6: pad_layout (predict)
+def _layout(eos_steps, n, width=None, start=1, stop_when="all"):
+    done = [s if s is not None and s <= n else None for s in eos_steps]
+    if width is None:
+        finished = [s for s in done if s is not None]
+        if stop_when == "all":
+            width = max(finished) if len(finished) == len(done) else n
+        else:
+            width = min(finished) if finished else n
+    return torch.stack([torch.arange(1, width + 1) > (s + start - 1 if s is not None else width) for s in done])
+
+
+@mutant("q6", expect="too many slots")
+def never_stops_early(eos_steps, max_new_tokens):
+    return _layout(eos_steps, max_new_tokens, width=max_new_tokens)
+
+
+@mutant("q6", expect="EOS token itself is not padding")
+def pads_the_eos(eos_steps, max_new_tokens):
+    return _layout(eos_steps, max_new_tokens, start=0)
+
+
+@mutant("q6", expect="one slot late")
+def one_late(eos_steps, max_new_tokens):
+    return _layout(eos_steps, max_new_tokens, start=2)
+
+
+@mutant("q6", expect="too few slots")
+def stops_at_the_first_eos(eos_steps, max_new_tokens):
+    return _layout(eos_steps, max_new_tokens, stop_when="any")
+
+
+@correct("q6")
+def no_eos_as_eos_at_the_limit(eos_steps, max_new_tokens):
+    steps = [s if s is not None else max_new_tokens for s in eos_steps]  # "no EOS: it ends at the limit"
+    width = min(max(steps), max_new_tokens)
+    return torch.stack([torch.arange(1, width + 1) > s for s in steps])
+
+
+@mutant("q6", expect="should be a bool tensor")
+def ones_for_padding(eos_steps, max_new_tokens):
+    return _layout(eos_steps, max_new_tokens).long()
+
+
+@mutant("q6", expect=None)
+def true_for_real_tokens(eos_steps, max_new_tokens):
+    return ~_layout(eos_steps, max_new_tokens)
+
+
+@correct("q6")
+def step_by_step_like_the_loop(eos_steps, max_new_tokens):
+    finished = [False] * len(eos_steps)
+    columns = []
+    for step in range(1, max_new_tokens + 1):
+        columns.append(list(finished))  # padded where the row had finished before this step
+        finished = [f or s == step for f, s in zip(finished, eos_steps)]
+        if all(finished):
+            break
+    if not columns:
+        return torch.zeros(len(eos_steps), 0, dtype=torch.bool)
+    return torch.tensor(columns).T

@@ -299,6 +299,54 @@ def test_every_chapter_has_three_tasks_and_a_transfer_task():
         assert set(chapter(ch).TRANSFER) <= set(chapter(ch).TASKS)
 
 
+def test_every_chapter_has_a_task_beyond_writing_and_every_kind_is_used(terminal_summary):
+    """Each task declares its kind; every chapter has one that is not writing a function (predict, debug,
+    empirical or open), and the course uses every kind. The counts go to the test run's summary."""
+    from nexttoken.exercises.task import KINDS
+
+    used = set()
+    for ch in CHAPTERS:
+        kinds = [getattr(chapter(ch), name).kind for name in chapter(ch).TASKS]
+        used |= set(kinds)
+        counts = ", ".join(f"{k} {kinds.count(k)}" for k in KINDS if k in kinds)
+        terminal_summary.append(f"task kinds {ch}: {counts}")
+        assert set(kinds) - {"write"}, f"{ch} has only tasks of kind 'write'"
+    assert used == set(KINDS), set(KINDS) - used
+
+
+def test_a_task_of_an_unknown_kind_is_refused():
+    from nexttoken.exercises.task import Task
+
+    with pytest.raises(ValueError, match="Task.kind must be one of"):
+        Task(name="q9", function="f", title="t", cases=lambda: [], reference=lambda: None, kind="guess")
+
+
+def test_the_pad_layout_rule_is_what_the_library_loop_does():
+    """ch06.q6's reference (the rule a learner predicts) against nexttoken.generate on real models: the
+    EOS step of each row is read from the model's free run, and the padded slots are where generate
+    wrote the pad id after that row's EOS."""
+    from nexttoken.exercises import ch06
+    from nexttoken.exercises.common import random_ids, small_model
+    import nexttoken
+
+    checked = 0
+    for seed in range(40):
+        model, prompt, n = small_model(seed), random_ids(seed, 3, 2), 10
+        free = nexttoken.generate(model, prompt, n)[:, 2:]
+        eos = int(free[0, seed % 4])  # a token row 0 produces: other rows may or may not
+        unused = set(range(50)) - set(free.flatten().tolist())
+        if not unused:
+            continue
+        pad = max(unused)  # a pad id the model never produces here, so every pad in the output is padding
+        out = nexttoken.generate(model, prompt, n, eos_token_id=eos, pad_token_id=pad)[:, 2:]
+        steps = [int((row == eos).nonzero()[0]) + 1 if (row == eos).any() else None for row in free]
+        layout = ch06._pad_layout(steps, n)
+        assert out.shape[1] == layout.shape[1], (seed, steps)
+        assert torch.equal(out == pad, layout), (seed, steps)
+        checked += 1
+    assert checked >= 30
+
+
 # --- The generated test inputs (hypothesis) ---
 
 GENERATED = [t for t in all_tasks() if t.generated is not None]

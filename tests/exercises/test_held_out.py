@@ -16,6 +16,9 @@ def same(a, b) -> bool:
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
             and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, torch.Generator) or isinstance(b, torch.Generator):
+        return isinstance(a, torch.Generator) and isinstance(b, torch.Generator) \
+            and torch.equal(a.get_state(), b.get_state())
     if isinstance(a, torch.nn.Module) or isinstance(b, torch.nn.Module):
         return a is b
     if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):

@@ -25,6 +25,7 @@ CH02_GOOD = {
                           "    return torch.softmax(mask_scores(scores), dim=-1)\n"),
     "padded_causal_mask": ("def padded_causal_mask(attention_mask):\n"
                            "    return causal_mask(attention_mask.shape[-1]) & attention_mask.bool()[:, None, :]\n"),
+    "changed_positions": "def changed_positions(T, j):\n    return torch.arange(T) >= j\n",
 }
 HEADER = "import math\nimport torch\nfrom nexttoken.exercises import ch02\n"
 
@@ -95,7 +96,8 @@ def statuses(rows):
 
 def test_a_good_submission_scores_full_marks(hostile_grades):
     assert statuses(hostile_grades["good.ipynb"]) == {
-        "ch02.q1": ("passed", 1), "ch02.q2": ("passed", 1), "ch02.q3": ("passed", 1), "ch02.q4": ("passed", 1)}
+        "ch02.q1": ("passed", 1), "ch02.q2": ("passed", 1), "ch02.q3": ("passed", 1), "ch02.q4": ("passed", 1),
+        "ch02.q5": ("passed", 1)}
 
 
 def test_invalid_json(hostile_grades):
@@ -144,7 +146,7 @@ def test_patched_checks_do_not_change_the_grade(hostile_grades):
 def test_chapter_comes_from_content_not_file_name(hostile_grades):
     assert "no_chapter.ipynb" in hostile_grades
     assert list(hostile_grades["no_chapter.ipynb"].values())[0]["status"] == "unknown_chapter"
-    assert set(hostile_grades["ch05.ipynb"]) == {"ch02.q1", "ch02.q2", "ch02.q3", "ch02.q4"}
+    assert set(hostile_grades["ch05.ipynb"]) == {"ch02.q1", "ch02.q2", "ch02.q3", "ch02.q4", "ch02.q5"}
 
 
 def test_solutions_score_full_marks_and_exercises_zero(tmp_path):

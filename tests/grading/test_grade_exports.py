@@ -140,7 +140,7 @@ def test_one_run_writes_every_export_and_each_agrees_with_the_csv(tmp_path):
     points = {}
     for r in rows:
         points[r["student_id"]] = points.get(r["student_id"], 0) + int(r["points"])
-    assert points["a1"] == 4 and 1 <= points["b2"] < 4 and points["c3"] == 0
+    assert points["a1"] == 5 and 1 <= points["b2"] < 5 and points["c3"] == 0
     with open(tmp_path / "canvas.csv", newline="") as f:
         canvas = {r["ID"]: int(r["Chapter 2 (4242)"]) for r in csv.DictReader(f)}
     assert canvas == {"101": points["a1"], "102": points["b2"], "103": 0}
@@ -149,12 +149,12 @@ def test_one_run_writes_every_export_and_each_agrees_with_the_csv(tmp_path):
         assert result_json["score"] == points[sid] == sum(t["score"] for t in result_json["tests"])
     alice, bob = ((tmp_path / "feedback" / f"{sid}.md").read_text() for sid in ("a1", "b2"))
     assert "alice_final.ipynb" in alice and "bob.ipynb" not in alice  # nothing of another student's run
-    assert "bob.ipynb" in bob and "alice" not in bob and f"**{points['b2']} of 4 points.**" in bob
+    assert "bob.ipynb" in bob and "alice" not in bob and f"**{points['b2']} of 5 points.**" in bob
     classroom = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "one.csv", "--github-classroom",
                                 "--", half.name], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert classroom.returncode == 0 and classroom.stderr == ""
     payload = json.loads(base64.b64decode(classroom.stdout.strip()))
-    assert payload["max_score"] == 4 and sum(t["score"] for t in payload["tests"]) == points["b2"]
+    assert payload["max_score"] == 5 and sum(t["score"] for t in payload["tests"]) == points["b2"]
 
 
 TUNED_CAUSAL_MASK = ("def causal_mask(T):\n    mask = torch.ones(T, T, dtype=torch.bool).tril()\n"
@@ -185,7 +185,7 @@ def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path
     graded = rows("--held-out", "--feedback", "feedback")
     failed = graded[("tuned.ipynb", "ch02.q1")]
     assert failed["status"] == "failed" and failed["points"] == "0"
-    assert all(graded[("good.ipynb", f"ch02.q{i}")]["status"] == "passed" for i in (1, 2, 3, 4))
+    assert all(graded[("good.ipynb", f"ch02.q{i}")]["status"] == "passed" for i in (1, 2, 3, 4, 5))
     assert "held out)" in graded[("good.ipynb", "ch02.q1")]["reason"]
     tampered = graded[("emptied.ipynb", "ch02.q1")]
     assert tampered["status"] == "error" and "nexttoken.exercises.held_out.CASES" in tampered["reason"], tampered

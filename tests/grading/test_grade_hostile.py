@@ -46,6 +46,7 @@ GOOD = [
     "    return torch.softmax(mask_scores(scores), dim=-1)\n",
     "def padded_causal_mask(attention_mask):\n"
     "    return causal_mask(attention_mask.shape[-1]) & attention_mask.bool()[:, None, :]\n",
+    "def changed_positions(T, j):\n    return torch.arange(T) >= j\n",
 ]
 CH02 = [f"ch02.{name}" for name in chapter("ch02").TASKS]  # GOOD answers every one of them
 CH05 = [f"ch05.{name}" for name in chapter("ch05").TASKS]
@@ -59,9 +60,10 @@ OWN = [
     GOOD[2],
     "def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
     "    return torch.ones(T, T, dtype=torch.bool).tril() & attention_mask.bool()[:, None, :]\n",
+    GOOD[4],
 ]
 STUBS = [f"def {name}(*args):\n    raise NotImplementedError\n"
-         for name in ("causal_mask", "mask_scores", "attention_weights", "padded_causal_mask")]
+         for name in ("causal_mask", "mask_scores", "attention_weights", "padded_causal_mask", "changed_positions")]
 
 
 def notebook(path: Path, *cells: str, chapter="ch02", markdown_first=False) -> Path:
@@ -327,7 +329,7 @@ def batch(tmp_path_factory):
                 return a
             """), *OWN],
         # A hang inside the learner's own check cell: costs only that task.
-        "check_hang": [HEADER, GOOD[0], GOOD[1], GOOD[3], "q1, q2, q3 = ch02.q1, ch02.q2, ch02.q3\n",
+        "check_hang": [HEADER, GOOD[0], GOOD[1], GOOD[3], GOOD[4], "q1, q2, q3 = ch02.q1, ch02.q2, ch02.q3\n",
                        "def attention_weights(q, k):\n    while True:\n        pass\n",
                        "q1.check(causal_mask)\n", "ch02.q2.check = lambda fn: time.sleep(10 ** 6)\n",
                        "q2.check(mask_scores)\n", "q3.check(attention_weights)\n"],

@@ -1,13 +1,15 @@
 """Chapter 1, the chain rule: tasks for the exercise notebook."""
 
+import contextlib
+
 import torch
 
 from .common import random_ids, seeded
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Task, describe, side_by_side
 
 CHAPTER = "ch01"
-TASKS = ["q1", "q2", "q3"]
-TRANSFER = ["q3"]  # tasks the chapter does not show line by line
+TASKS = ["q1", "q2", "q3", "q4"]
+TRANSFER = ["q3", "q4"]  # tasks the chapter does not show line by line
 
 
 def _q1_cases():
@@ -140,4 +142,105 @@ q3 = Task(
            "tokens: which average of the log-probabilities gives that?",
            "It is the exponential of the cross-entropy, the mean negative log-probability per token.",
            "Average each row over its tokens (dim=-1), negate, exponentiate."),
+)
+
+
+# q4 (empirical): the chain rule, measured. Sampling a text token by token, each token from p(x_t | x<t),
+# draws whole texts with probability p(x1) p(x2 | x1): counted over many draws, the frequencies of the
+# two-token texts approach those products.
+
+def _chain(seed, V, spread=3.0):
+    """(p(x1), p(x2 | x1)): a first-token distribution and a table whose rows differ (peaked by ``spread``),
+    so that drawing x2 without looking at x1 gives frequencies far from the chain rule's."""
+    g = seeded(seed)
+    first = torch.softmax(torch.randn(V, generator=g), dim=-1)
+    return first, torch.softmax(torch.randn(V, V, generator=g) * spread, dim=-1)
+
+
+def _joint_frequencies(first_probs, next_probs, n_draws, generator):
+    x1 = torch.multinomial(first_probs, n_draws, replacement=True, generator=generator)
+    x2 = torch.multinomial(next_probs[x1], 1, generator=generator).squeeze(-1)
+    V = first_probs.shape[0]
+    return torch.bincount(x1 * V + x2, minlength=V * V).reshape(V, V).float() / n_draws
+
+
+SIGMAS = 5  # each frequency within 5 standard deviations of its probability (plus 3 draws, below)
+
+
+def _q4_cases():
+    return [(*_chain(11, 4), 10_000, seeded(1)), (*_chain(12, 2), 10_000, seeded(2)),
+            (*_chain(13, 6, spread=1.0), 20_000, seeded(3)), (*_chain(14, 3), 1, seeded(4)),
+            (*_chain(15, 5), 7, seeded(5))]
+
+
+def _q4_verify(args, got):
+    """A count of the n draws that are the text (a, b) is Binomial(n, p) with p = p(a) p(b | a): its
+    frequency has mean p and standard deviation sqrt(p (1 - p) / n). Any right way of drawing (multinomial,
+    inverse CDF on uniforms, another generator call order) lands within SIGMAS of them nearly always (for
+    one entry a normal tail of about 6e-7; for the at most 36 entries here, under 3e-5), and 3 / n more
+    covers the tiniest probabilities, whose counts are 0, 1 or 2 and not normal. Every case is seeded, so
+    one answer always gives the same result: a pass or a fail is not luck from run to run."""
+    first, table, n, _ = args
+    V = first.shape[0]
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != (V, V) or not got.is_floating_point():
+        return (f"your frequencies should be a float tensor of shape ({V}, {V}), one entry per text (x1, x2), "
+                f"but they are {describe(got)}", "")
+    p = first[:, None] * table
+    counts = got.double() * n
+    if (counts - counts.round()).abs().max() > 1e-3 or (counts < -1e-6).any():
+        return ("your frequencies are not counts divided by n_draws: each entry should be (how many of the "
+                "n_draws texts were (a, b)) / n_draws", side_by_side(p, got))
+    tolerance = SIGMAS * (p * (1 - p) / n).sqrt() + 3 / n
+    off = (got.double() - p.double()).abs() > tolerance.double()
+    if off.any():
+        a, b = (int(i) for i in off.nonzero()[0])
+        return (f"{int(off.sum())} of the {V * V} frequencies are further from p(x1) p(x2 | x1) than chance "
+                f"allows (about {SIGMAS} standard deviations of a count of {n} draws)",
+                f"at (x1, x2) = ({a}, {b}): expected p(x1) p(x2 | x1) = {p[a, b]:.4f} within {tolerance[a, b]:.4f}, "
+                f"got {got[a, b]:.4f}")
+    return None
+
+
+@contextlib.contextmanager
+def _draws_from(args):
+    """The draws must come from ``generator`` only (so that the result is reproducible): its state moves,
+    and torch's global random state does not."""
+    generator = args[3]
+    before, global_before = generator.get_state(), torch.random.get_rng_state()
+    complaints = []
+    yield complaints
+    if torch.equal(generator.get_state(), before):
+        complaints.append("your function did not draw from `generator` (its state did not move): pass "
+                          "generator=generator to torch.multinomial (or torch.rand)")
+    elif not torch.equal(torch.random.get_rng_state(), global_before):
+        complaints.append("some of your draws came from torch's global random state, not from `generator`: "
+                          "pass generator=generator to every torch.multinomial (or torch.rand) call")
+
+
+def _outer_of_marginals(first, table, n, generator):
+    f = _joint_frequencies(first, table, n, generator)
+    return f.sum(1)[:, None] * f.sum(0)[None, :]
+
+
+q4 = Task(
+    name="q4", function="joint_frequencies", title="the chain rule, measured by sampling", chapter=CHAPTER,
+    kind="empirical", cases=_q4_cases, reference=_joint_frequencies, verify=_q4_verify, watch=_draws_from,
+    known=[
+        Known("each count is right but not divided by n_draws: frequencies are counts / n_draws",
+              lambda f, t, n, g: _joint_frequencies(f, t, n, g) * n),
+        Known("the table is transposed: entry [a, b] counts the texts whose first token is a and second b",
+              lambda f, t, n, g: _joint_frequencies(f, t, n, g).T),
+        Known("the two tokens were counted apart, so the table lost what links them: count the pairs "
+              "(x1, x2) of each text together, not the product of each token's own frequencies",
+              _outer_of_marginals),
+        Known("x2 was drawn from the columns of next_probs: row a of next_probs is p(x2 | x1 = a), so draw "
+              "from next_probs[x1]", lambda f, t, n, g: _joint_frequencies(f, t.T / t.T.sum(-1, keepdim=True), n, g)),
+    ],
+    hints=("Draw each text the way generation does: its first token from p(x1), then its second from "
+           "p(x2 | that first token). Then count.",
+           "torch.multinomial(first_probs, n_draws, replacement=True, generator=generator) gives n first "
+           "tokens; next_probs[x1] is then one row of probabilities per text, and multinomial draws one "
+           "token from each row.",
+           "Count the pairs: torch.bincount(x1 * V + x2, minlength=V * V).reshape(V, V), then divide by "
+           "n_draws (a float tensor)."),
 )

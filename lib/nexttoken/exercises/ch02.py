@@ -5,12 +5,12 @@ import math
 import torch
 
 from ..model import causal_mask as library_causal_mask
-from .common import seeded
+from .common import random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch02"
-TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q4"]  # tasks the chapter does not show line by line
+TASKS = ["q1", "q2", "q3", "q4", "q5"]
+TRANSFER = ["q4", "q5"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
@@ -166,4 +166,47 @@ q4 = Task(
            "(column) only.",
            "Combine a (T, T) causal mask with attention_mask reshaped to (B, 1, T) using &; broadcasting gives "
            "(B, T, T)."),
+)
+
+
+# q5 (predict): which positions' logits change when one token changes? The learner predicts from the
+# mask alone; the reference finds out by running a model on two inputs that differ only at position j.
+
+@torch.no_grad()
+def _changed_positions(T, j):
+    model = small_model(50)
+    ids = random_ids(50, 1, T)
+    other = ids.clone()
+    other[0, j] = (ids[0, j] + 1) % model.config.vocab_size
+    return (model(ids) - model(other)).abs().amax(-1)[0] > 1e-6
+
+
+def _q5_diagnose(args, expected, got):
+    T, j = args
+    if got.dtype == torch.bool and got.shape == expected.shape:
+        if got[:j].any():
+            raise Mistake(f"positions before j = {j} cannot change: their logits are computed from tokens 0 to t "
+                          "only, and token j is not among them (the mask hides it)")
+        if j < T and not got[j]:
+            raise Mistake("position j itself changes: its own token is part of what it reads (the diagonal "
+                          "of the mask is visible)")
+
+
+q5 = Task(
+    name="q5", function="changed_positions", title="predict which logits change", chapter=CHAPTER, kind="predict",
+    cases=lambda: [(1, 0), (5, 0), (5, 4), (6, 2), (16, 7)],  # positions from 0; a model of 16 positions
+    reference=_changed_positions, diagnose=_q5_diagnose,
+    known=[
+        Known("position j changes too: the mask keeps the diagonal, so position j reads its own token",
+              lambda T, j: torch.arange(T) > j),
+        Known("that is the past, not the future: a change at j reaches positions j, j + 1, ... (later "
+              "positions read earlier tokens, not the other way round)", lambda T, j: torch.arange(T) <= j),
+        Known("without a mask every position would change; with the causal mask only some do",
+              lambda T, j: torch.ones(T, dtype=torch.bool)),
+        Known("not only position j: every later position reads token j too",
+              lambda T, j: torch.arange(T) == j),
+    ],
+    hints=("Row t of the causal mask lists which tokens position t reads.",
+           "Position t reads tokens 0 to t. Which positions have token j among those?",
+           "Return a bool tensor of length T: True at t when j <= t (torch.arange(T) >= j)."),
 )

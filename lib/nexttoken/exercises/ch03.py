@@ -133,7 +133,7 @@ def _count(config, tied_twice=False, no_positions=False, no_bias=False, no_norms
 
 
 q3 = Task(
-    name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER,
+    name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER, kind="predict",
     cases=_config_cases, reference=_num_parameters,
     forbid={"Decoder(...)": "predict the count from the configuration alone, without building the model"},
     known=[

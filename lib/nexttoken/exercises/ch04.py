@@ -10,8 +10,8 @@ from .common import embed_with_positions, random_ids, run_blocks, seeded, small_
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch04"
-TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q4"]  # tasks the chapter does not show line by line
+TASKS = ["q1", "q2", "q3", "q4", "q5"]
+TRANSFER = ["q4", "q5"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
@@ -196,4 +196,55 @@ q4 = Task(
            "position but the last is thrown away. Where in chapter 3's forward pass can you drop the other positions?",
            "Everything up to the final norm needs every position (attention mixes them); the head does not.",
            "Run chapter 3's forward pass up to the blocks, keep x[:, -1, :], then final norm and lm_head."),
+)
+
+
+# q5 (debug): a classmate's next-token function, with two bugs the notebook shows as symptoms. The test
+# models are trained-style models left in training mode (dropout 0.3), as a model is after a training loop.
+
+def next_token_probs_broken(model, input_ids):
+    """The function the notebook hands out: it has two bugs."""
+    logits = model(input_ids)
+    return torch.softmax(logits[0, -1], dim=-1)
+
+
+def _dropout_model(seed):
+    return small_model(seed, dropout=0.3).train()
+
+
+@torch.no_grad()
+def _inference_probs(model, input_ids):
+    was_training = model.training
+    model.eval()
+    try:
+        return torch.softmax(model(input_ids)[:, -1, :], dim=-1)
+    finally:
+        model.train(was_training)
+
+
+def _q5_diagnose(args, expected, got):
+    model, ids = args
+    B, V = expected.shape
+    if tuple(got.shape) == (V,) and B > 1:
+        raise Mistake("one distribution for the whole batch: logits[0, -1] is row 0's last position; keep "
+                      "every row with logits[:, -1, :]")
+    if got.shape == expected.shape and got.is_floating_point() \
+            and torch.allclose(got.sum(-1), torch.ones(B), atol=1e-4):
+        raise Mistake("these are probabilities, but not the model's at inference: dropout is still on (the "
+                      "model is in training mode, so each call zeroes other activations). Call model.eval() "
+                      "before the forward pass; torch.no_grad() alone does not switch dropout off")
+
+
+q5 = Task(
+    name="q5", function="next_token_probs_fixed", title="debug a next-token function", chapter=CHAPTER,
+    kind="debug",
+    cases=lambda: [(_dropout_model(51), random_ids(51, 3, 5)), (_dropout_model(52), random_ids(52, 1, 1)),
+                   (_dropout_model(53), random_ids(53, 2, 16))],
+    reference=_inference_probs, diagnose=_q5_diagnose,
+    hints=("Call the broken function twice on the same input and compare; then give it a batch of three "
+           "rows and look at the shape of what comes back.",
+           "Two bugs: one is about the model's mode (what dropout does while training), one about which "
+           "rows of the logits are kept.",
+           "model.eval() before the forward pass (inside torch.no_grad()), and logits[:, -1, :] instead of "
+           "logits[0, -1]."),
 )

@@ -6,11 +6,11 @@ import torch
 
 from ..generate import generate, sample
 from .common import NO_GENERATE, loop_case, loop_params, random_ids, seeded, small_model
-from .task import Generated, Known, Mistake, Task
+from .task import Generated, Known, Mistake, Task, describe, show
 
 CHAPTER = "ch05"
-TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q3"]  # tasks the chapter does not show line by line
+TASKS = ["q1", "q2", "q3", "q4", "q5"]
+TRANSFER = ["q3", "q5"]  # tasks the chapter does not show line by line
 
 
 @torch.no_grad()
@@ -223,4 +223,80 @@ q4 = Task(
            "torch.multinomial(probs, num_samples=1, generator=generator) draws one id per row of probs (B, V).",
            "Same five operations as generation_step, with multinomial instead of argmax; its result is "
            "(B, 1), already a column."),
+)
+
+
+# q5 (open): greedy is not a search. Find, for a given model, a prompt and a 4-token continuation whose first
+# token is not the greedy one and which is more probable, as a whole, than greedy's 4 tokens. Many answers
+# are right: the check verifies the property with the chain rule.
+
+TRAP_TOKENS = 4  # the length of the continuations compared
+TRAP_PROMPT = 8  # the longest prompt allowed
+
+
+@torch.no_grad()
+def continuation_log_prob(model, prompt, continuation):
+    """log p(continuation | prompt) by the chain rule: one forward pass over both, each token's log-probability
+    read at the position before it. ``prompt`` is (1, P), ``continuation`` (n,)."""
+    ids = torch.cat([prompt, continuation[None]], dim=1)
+    log_probs = torch.log_softmax(model(ids)[0, :-1].double(), dim=-1)
+    P = prompt.shape[1]
+    return float(log_probs[P - 1:].gather(-1, continuation[:, None]).sum())
+
+
+@torch.no_grad()
+def _find_trap(model):
+    """A search that finds one: each one-token prompt in turn; for each, every other first token, continued
+    greedily, against greedy's own continuation."""
+    V = model.config.vocab_size
+    for token in range(V):
+        prompt = torch.tensor([[token]])
+        greedy = generate(model, prompt, TRAP_TOKENS)[0, 1:]
+        best = continuation_log_prob(model, prompt, greedy)
+        firsts = torch.tensor([t for t in range(V) if t != int(greedy[0])])
+        branches = generate(model, torch.cat([prompt.expand(len(firsts), 1), firsts[:, None]], 1), TRAP_TOKENS - 1)
+        for row in branches[:, 1:]:
+            if continuation_log_prob(model, prompt, row) > best + 1e-6:
+                return prompt, row
+    raise RuntimeError("no trap found")
+
+
+def _q5_verify(args, got):
+    (model,) = args
+    V = model.config.vocab_size
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"return two tensors, (prompt, continuation); you returned {describe(got)}", ""
+    prompt, continuation = got
+    for name, t, dims in (("prompt", prompt, 2), ("continuation", continuation, 1)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != dims:
+            shape = "(1, P)" if dims == 2 else f"({TRAP_TOKENS},)"
+            return f"the {name} should be an int64 tensor of shape {shape}, but it is {describe(t)}", ""
+        if t.numel() and (t.min() < 0 or t.max() >= V):
+            return f"the {name} holds ids outside the vocabulary (0 to {V - 1})", f"{name}: {describe(t)}"
+    if prompt.shape[0] != 1 or not 1 <= prompt.shape[1] <= TRAP_PROMPT:
+        return f"the prompt should be (1, P) with 1 <= P <= {TRAP_PROMPT}, but its shape is {tuple(prompt.shape)}", ""
+    if continuation.shape[0] != TRAP_TOKENS:
+        return (f"the continuation should hold {TRAP_TOKENS} tokens, but it holds {continuation.shape[0]}", "")
+    greedy = generate(model, prompt, TRAP_TOKENS)[0, prompt.shape[1]:]
+    if continuation[0] == greedy[0]:
+        return ("your continuation starts with the greedy token: the task asks for one that does not (a "
+                "different first choice that pays off later)", f"greedy 4 tokens: {show(greedy)}")
+    yours, greedys = continuation_log_prob(model, prompt, continuation), continuation_log_prob(model, prompt, greedy)
+    if yours <= greedys:
+        return ("your continuation is not more probable than greedy's: compare log p(continuation | prompt) by "
+                "the chain rule, over all 4 tokens",
+                f"log p(yours) = {yours:.4f}, log p(greedy's {show(greedy)}) = {greedys:.4f}")
+    return None
+
+
+q5 = Task(
+    name="q5", function="greedy_trap", title="find where greedy is not the most probable", chapter=CHAPTER,
+    kind="open", cases=lambda: [(small_model(55),), (small_model(56),), (small_model(57, vocab_size=20),)],
+    reference=_find_trap, verify=_q5_verify,
+    hints=("Greedy picks the best next token, one step at a time. A path that starts with a worse token can "
+           "still be better over 4 tokens if its later tokens are much more probable.",
+           "For a prompt, compute greedy's 4 tokens and their log-probability (the chain rule: a sum). Then "
+           "try each other first token, continue it greedily for 3 more, and compare sums. Try several prompts.",
+           "Score a continuation with one forward pass over prompt + continuation: log_softmax, then pick "
+           "each continuation token's entry at the position before it, and sum. Loop over one-token prompts."),
 )

@@ -7,8 +7,8 @@ from .common import NO_GENERATE, random_ids, seeded, small_model
 from .task import Generated, Known, Mistake, Task
 
 CHAPTER = "ch06"
-TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q4"]  # tasks the chapter does not show line by line
+TASKS = ["q1", "q2", "q3", "q4", "q5", "q6"]
+TRANSFER = ["q4", "q6"]  # tasks the chapter does not show line by line
 
 
 def _update(finished, next_tokens, eos_token_id):
@@ -249,4 +249,50 @@ q5 = Task(
            "Before each forward pass, keep only the last L = model.config.context_length tokens; the sequence "
            "you give back still grows by one token a step.",
            "logits = model(ids[:, -L:]) inside chapter 5's loop; append to ids, not to the window."),
+)
+
+
+# q6 (predict): the layout of a finished batch. Given the step at which each row first produces EOS, which of
+# the new slots hold padding, and how many new slots are there? tests/exercises/ checks this rule against
+# nexttoken.generate on real models.
+
+def _pad_layout(eos_steps, max_new_tokens, pad_after=0):
+    """``pad_after`` shifts where padding starts (0: right after the EOS step), for the known mistakes."""
+    finished_at = [s if s is not None and s <= max_new_tokens else None for s in eos_steps]
+    every_row_finishes = all(s is not None for s in finished_at)
+    width = max(finished_at) if every_row_finishes else max_new_tokens
+    step = torch.arange(1, width + 1)  # the first new token is step 1
+    rows = [step > (s + pad_after if s is not None else width) for s in finished_at]
+    return torch.stack(rows)
+
+
+def _q6_diagnose(args, expected, got):
+    eos_steps, n = args
+    if got.dtype == torch.bool and got.dim() == 2 and got.shape[0] == expected.shape[0]:
+        if got.shape[1] > expected.shape[1]:
+            raise Mistake("too many slots: the loop stops as soon as every row has produced EOS, so the "
+                          "output is as wide as the last row's EOS step (or max_new_tokens)")
+        if got.shape[1] < expected.shape[1]:
+            raise Mistake("too few slots: the loop goes on while any row is unfinished (up to max_new_tokens); "
+                          "a row that never produces EOS, or produces it after max_new_tokens, keeps it going")
+
+
+q6 = Task(
+    name="q6", function="pad_layout", title="predict the padding of a finished batch", chapter=CHAPTER,
+    kind="predict",
+    cases=lambda: [([5, 9, 12], 15), ([3], 3), ([None, 2], 4), ([1, 1], 6), ([7, None, 2], 5), ([2, 4], 0),
+                   ([2, 6, 4], 5)],
+    reference=_pad_layout, diagnose=_q6_diagnose,
+    known=[
+        Known("the EOS token itself is not padding: padding starts at the step after a row's EOS",
+              lambda steps, n: _pad_layout(steps, n, pad_after=-1)),
+        Known("one slot late: a row whose EOS is at step s (counting from 1) is padding from step s + 1, "
+              "which is slot index s (0-based)", lambda steps, n: _pad_layout(steps, n, pad_after=1)),
+    ],
+    hints=("Two questions: how many steps does the loop run, and in each row which of those slots come after "
+           "its EOS?",
+           "The loop stops when all rows have finished or after max_new_tokens steps. A row whose EOS comes at "
+           "step s (counting from 1) holds real tokens up to and including step s, padding after it.",
+           "width = max(eos_steps) if every row has an EOS step <= max_new_tokens, else max_new_tokens; row r "
+           "is True at slot index i (step i + 1) when i + 1 > its EOS step."),
 )

@@ -164,6 +164,7 @@ def _positions_processed(prompt_length, max_new_tokens, use_cache):
 
 q4 = Task(
     name="q4", function="positions_processed", title="predict the work with and without a cache", chapter=CHAPTER,
+    kind="predict",
     cases=lambda: [(4, 1, False), (4, 5, False), (4, 5, True), (3, 0, True), (5, 0, False), (1, 1, True),
                    (10, 6, True), (7, 8, False), (1, 30, False), (2, 40, True)],
     reference=_positions_processed,

@@ -12,7 +12,7 @@ A student build of the package (scripts/build_student_package.py) leaves this fi
 import torch
 
 from ..model import DecoderConfig
-from . import ch02, ch05, ch06
+from . import ch01, ch02, ch04, ch05, ch06
 from .common import random_ids, seeded, small_model
 
 CASES = {}  # "ch05.q2" -> a function returning [(name, arguments), ...], rebuilt identically on each call
@@ -66,6 +66,14 @@ def _ch01_q3():
             ("500 tokens (their product underflows)", (torch.log(rand(122, 3, 500) * 0.01 + 0.002),))]
 
 
+@held_out("ch01.q4")
+def _ch01_q4():
+    return [("five tokens, 10,000 draws", (*ch01._chain(131, 5), 10_000, seeded(31))),
+            ("a flat table, 30,000 draws", (*ch01._chain(132, 4, spread=0.5), 30_000, seeded(32))),
+            ("two draws", (*ch01._chain(133, 3), 2, seeded(33))),
+            ("a peaked table of 6, 5,000 draws", (*ch01._chain(134, 6, spread=5.0), 5_000, seeded(34)))]
+
+
 # --- chapter 2: the causal mask ---
 
 @held_out("ch02.q1")
@@ -93,6 +101,11 @@ def _ch02_q4():
             ("three rows of three", (torch.tensor([[0, 0, 1], [0, 1, 1], [1, 1, 1]]),)),
             ("four rows of 30", (ch02._left_padded([1, 30, 17, 5], 30),)),
             ("one real token after four pads", (torch.tensor([[0, 0, 0, 0, 1]]),))]
+
+
+@held_out("ch02.q5")
+def _ch02_q5():
+    return [("T = 2, j = 1", (2, 1)), ("T = 9, j = 3", (9, 3)), ("the last of 16", (16, 15)), ("T = 12, j = 0", (12, 0))]
 
 
 # --- chapter 3: the forward pass ---
@@ -156,6 +169,13 @@ def _ch04_q4():
             ("three rows of five", (small_model(444), random_ids(444, 3, 5)))]
 
 
+@held_out("ch04.q5")
+def _ch04_q5():
+    return [("two rows of seven", (ch04._dropout_model(451), random_ids(451, 2, 7))),
+            ("four rows of one token", (ch04._dropout_model(452), random_ids(452, 4, 1))),
+            ("a batch of one, 12 tokens", (ch04._dropout_model(453), random_ids(453, 1, 12)))]
+
+
 # --- chapter 5: the loop ---
 
 @held_out("ch05.q1")
@@ -191,6 +211,12 @@ def _ch05_q4():
             ("five rows of two", (small_model(542), random_ids(542, 5, 2), ch05._advanced(12))),
             ("300 rows, a flat distribution over 200 tokens",
              (ch05._flat_model(543), random_ids(543, 300, 3, vocab=200), ch05._advanced(13)))]
+
+
+@held_out("ch05.q5")
+def _ch05_q5():
+    return [("a model of 50 tokens", (small_model(551),)), ("a model of 30 tokens", (small_model(552, vocab_size=30),)),
+            ("three blocks", (small_model(553, n_layers=3),))]
 
 
 # --- chapter 6: termination ---
@@ -257,6 +283,13 @@ def _ch06_q5():
             ("a window of 2, 6 new", (small_model(622, context_length=2), random_ids(622, 1, 1), 6)),
             ("a window of 8, 9 new", (small_model(623, context_length=8), random_ids(623, 2, 6), 9)),
             ("0 new", (small_model(624, context_length=5), random_ids(624, 1, 2), 0))]
+
+
+@held_out("ch06.q6")
+def _ch06_q6():
+    return [("four rows", ([4, 2, 8, 3], 10)), ("one row that never finishes", ([None], 4)),
+            ("EOS after max_new_tokens", ([3, 9], 6)), ("every row at step 1", ([1, 1, 1], 1)),
+            ("no new tokens", ([1], 0)), ("all but one finish early", ([2, 2, None, 1], 7))]
 
 
 # --- chapter 7: the KV cache ---

@@ -50,8 +50,9 @@ def describe(value) -> str:
     """A short, readable description of a test input or an output."""
     if isinstance(value, Decoder):
         c = value.config
+        mode = f", dropout {c.dropout}, in training mode" if value.training and c.dropout else ""
         return (f"a small random Decoder (vocab {c.vocab_size}, context {c.context_length}, "
-                f"d_model {c.d_model}, {c.n_layers} layers)")
+                f"d_model {c.d_model}, {c.n_layers} layers{mode})")
     if isinstance(value, torch.Tensor):
         if value.numel() <= SMALL_INPUT:
             return show(value)
@@ -426,6 +427,9 @@ def grading() -> bool:
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
 
 
+KINDS = ("write", "predict", "debug", "empirical", "open")
+
+
 @dataclass
 class Task:
     name: str  # "q1"
@@ -446,11 +450,20 @@ class Task:
     watch: Callable | None = None
     # The bulk of the inputs, made by hypothesis; ``cases`` then holds the named ones, which come first.
     generated: Generated | None = None
+    # What the task asks: "write" a function the chapter builds, "predict" an outcome before running it,
+    # "debug" a given broken function, "empirical" (a measured result, judged with a stated tolerance),
+    # "open" (any answer with the asked-for property).
+    kind: str = "write"
+    # Instead of comparing with ``reference``: (args, output) -> None if the output is right, else
+    # (what is wrong, evidence). For tasks with many right answers ("empirical", "open").
+    verify: Callable | None = None
     _failing: int | None = field(default=None, repr=False)
     _failing_args: tuple | None = field(default=None, repr=False)
     _named: Callable | None = field(default=None, repr=False)
 
     def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"Task.kind must be one of {KINDS}, got {self.kind!r}")
         if self.generated is not None and self._named is None:
             named, generated = self.cases, self.generated
             generated.key = f"{self.chapter}.{self.name}"
@@ -557,13 +570,18 @@ class Task:
         """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
         every (input, output) pair of this answer, so that a known mistake is named only when it
         explains all of them. A held-out input is named, and neither it nor the expected output shown."""
-        expected = self.reference(*copy_args(args))
-        problem = compare(expected, value, atol=self.atol)
+        if self.verify is not None:  # many right answers: the property is checked, not one output
+            expected, problem = None, self.verify(copy_args(args), value)
+        else:
+            expected = self.reference(*copy_args(args))
+            problem = compare(expected, value, atol=self.atol)
         if problem is None:
             return None
         summary, evidence = problem
         message = None
-        if "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
+        if expected is None:
+            message = self._known_mistake(tried)
+        elif "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
             message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
         lines = [message or summary]
         if held_out_name is not None:
