@@ -21,6 +21,7 @@ to read the source for and where the lesson uses it.
 """
 
 from docutils import nodes
+from pybtex.plugin import register_plugin
 from pybtex.richtext import Text
 from pybtex.style.formatting import toplevel
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
@@ -30,7 +31,6 @@ from sphinx import addnodes
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 from sphinx.util.nodes import make_refnode
-from pybtex.plugin import register_plugin
 
 logger = logging.getLogger(__name__)
 
