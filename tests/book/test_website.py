@@ -572,6 +572,56 @@ def test_live_page_gets_exactly_its_files(site):
     assert f"about {total:.0f} MB, from this site" in (ROOT / "live" / "live.js").read_text()
 
 
+def test_citation_links_land_on_their_entries(site):
+    """Every link of the built site to an entry of the references page (a notebook's plain Markdown
+    citation, [Welleck et al. (2020)](../references.md#welleck2020)) lands on that entry: an element
+    of references.html with that id, made by sphinxcontrib-bibtex from references.bib
+    (_ext/citations.py, tests/book/test_citations.py)."""
+    from html.parser import HTMLParser
+
+    class Page(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.hrefs, self.ids = [], {}
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "a" and attrs.get("href"):
+                self.hrefs.append(attrs["href"])
+            if attrs.get("id"):
+                self.ids[attrs["id"]] = (tag, attrs.get("class", ""), attrs.get("role", ""))
+
+    def parse(path):
+        page = Page()
+        page.feed(path.read_text(encoding="utf-8"))
+        return page
+
+    references = site / "references.html"
+    entries = parse(references).ids
+    cited, lost = {}, []
+    for path in sorted(site.rglob("*.html")):
+        for href in parse(path).hrefs:
+            url = urllib.parse.urlparse(href)
+            if url.scheme or not url.fragment or (path.parent / url.path).resolve() != references.resolve():
+                continue
+            where = entries.get(url.fragment)
+            if where and where[0] == "div" and "citation" in where[1].split() and where[2] == "doc-biblioentry":
+                cited.setdefault(path.relative_to(site).as_posix(), []).append(url.fragment)
+            else:
+                lost.append(f"{path.relative_to(site)}: {href} -> {where}")
+    assert not lost, lost
+    # and each page's citations are all there: the same links as in its source
+    from test_citations import citation_links
+
+    written = {}
+    for page in PAGES:
+        fragments = sorted(f for _, _, f in citation_links(source_of(page)))
+        if fragments:
+            written[f"{page}.html"] = fragments
+    assert {page: sorted(f) for page, f in cited.items()} == written
+    assert len([p for p in written if p.startswith("chapters/")]) == 7
+
+
 @pytest.mark.browser
 def test_live_page_from_a_file_says_how_to_serve_it(browser, site):
     """Opened from file://, where browsers block the WASM and model fetches, the page says to serve the
