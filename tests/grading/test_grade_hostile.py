@@ -725,7 +725,7 @@ def test_an_exception_in_evaluate_is_that_tasks_grader_error():
         def cases(self):
             return [(1,)]
 
-        def evaluate(self, outcomes):
+        def evaluate(self, outcomes, held_out=False):
             raise RuntimeError("boom")
 
     assert judge.judge(Broken(), {"outcomes": [["ok", 1]]}) == ("grader_error", "judging q1 failed: "

@@ -19,7 +19,8 @@ def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:
         return "error", f"your code replaced part of the grader's recorder ({names}), so this task was not graded"
     with JUDGING:
         try:
-            outcomes = decode_outcomes(record.get("outcomes"), len(task.graded_cases(held_out)[0]))
+            inputs = task.graded_cases(True)[0] if held_out else task.cases()
+            outcomes = decode_outcomes(record.get("outcomes"), len(inputs))
         except Rejected as exc:
             return "error", f"the recorded outputs were rejected: {exc}"
         try:
