@@ -3,9 +3,11 @@
     .venv/bin/python bench/generate_speed.py                  # GPT-2-small shape (124M), as in issue 15
     .venv/bin/python bench/generate_speed.py --model smollm2  # SmolLM2-135M-Instruct, the real weights
     .venv/bin/python bench/generate_speed.py --tiny           # a seconds-long smoke run of the same code
+    .venv/bin/python bench/generate_speed.py --device cuda --dtype bfloat16   # on a GPU, in bfloat16
 
 One run, one machine: a GPT-2-small-shaped model with random weights (float32, batch 1, a 16-token
-prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same weights:
+prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float32 or bfloat16
+(``--dtype``). Contenders, on the same weights:
 
 - nexttoken's loop without the KV cache, and with it (``nexttoken.generate``, the lesson's loop);
 - the cached loop after ``nexttoken.fast.lay_out_for_cpu`` (widening weights stored (in, out));
@@ -13,12 +15,16 @@ prompt, 128 new greedy tokens), on CUDA when available. Contenders, on the same 
   matmul), the same with ``nn.Linear``'s own matmul (``onednn=False``) on plain and laid-out weights,
   and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
   is printed);
-- transformers' ``generate`` with its cache (the model the weights come from);
+- transformers' ``generate`` with its cache (the model the weights come from), and with its static
+  cache (``cache_implementation="static"``; with ``--compile`` also its forward under
+  ``torch.compile(mode="reduce-overhead")``, which records CUDA graphs on a GPU: transformers' own
+  recipe for fast generation);
 - CTranslate2 float32 (converted from the same transformers weights), when ``ctranslate2`` is
   installed (``pip install -e ".[bench]"``), in a worker process of its own: torch and CTranslate2
   each bring an OpenMP runtime, and two in one process disturb each other.
 
-Every contender's tokens are compared with the cached loop's. Two bounds, from the bytes of weights
+Every contender's tokens are compared with the cached loop's (in bfloat16 a near-tie may go either way
+between two kernels, so there the run reports how many tokens agree instead of failing). Two bounds, from the bytes of weights
 each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
 convention), (b) divided by the bandwidth a large matrix-vector product reads (a ~1 GB float32
 matrix in both storage orders, multiplied by torch.mv and, on CPU, by oneDNN: the fastest of them),
@@ -141,7 +147,7 @@ def step_products(model: nexttoken.Decoder, linear):
     """Every linear layer of the model (LM head included) applied to one row, back to back: the
     matrix-vector products of one generation step and nothing else, on the step's own weights."""
     layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    rows = [torch.ones(1, m.in_features, device=m.weight.device) for m in layers]
+    rows = [torch.ones(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype) for m in layers]
     return lambda: [linear(m, x) for m, x in zip(layers, rows)]
 
 
@@ -193,8 +199,22 @@ def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
     return f"DIFFERENT from position {int(differ[0]) if len(differ) else n}"
 
 
-def load_models(args, device):
+def agreement(a: torch.Tensor, b: torch.Tensor, prompt_length: int) -> int:
+    """How many new tokens of two (1, P + n) outputs agree before the first that does not (after it
+    their contexts differ, so later tokens are not comparable)."""
+    a, b = a.cpu()[0], b.cpu()[0]
+    n = min(len(a), len(b))
+    differ = (a[:n] != b[:n]).nonzero()
+    return (int(differ[0]) if len(differ) else n) - prompt_length
+
+
+def load_models(args, device, dtype):
     """(nexttoken's model, the transformers model with the same weights, the prompt, a label)."""
+    model, hf, prompt, label = load_float32_models(args, device)
+    return model.to(dtype), hf.to(dtype), prompt, label
+
+
+def load_float32_models(args, device):
     if args.model == "smollm2":
         if args.tiny:
             raise SystemExit("--tiny builds a small GPT-2 shape; leave out --model smollm2")
@@ -229,11 +249,18 @@ def main():
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2",
                         help="gpt2: GPT-2-small shape, random weights; smollm2: SmolLM2-135M-Instruct")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="auto (the default): CUDA when available, else the CPU")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                        help="the weights' and activations' type for every contender but CTranslate2 (float32)")
     args = parser.parse_args()
     if args.repeats < 1 or args.new_tokens < 1:
         parser.error("--repeats and --new-tokens must be >= 1")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model, hf, prompt, label = load_models(args, device)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here")
+    device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
+    dtype = getattr(torch, args.dtype)
+    model, hf, prompt, label = load_models(args, device, dtype)
     n = args.new_tokens
 
     runs = {
@@ -251,12 +278,21 @@ def main():
         "  same, onednn=False": lambda k: fast_torch.generate(prompt, k),
         "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k),
     })
-    runs["transformers generate"] = lambda k: hf.generate(
-        prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
-        use_cache=True, pad_token_id=0, eos_token_id=None)
+    def hf_generate(k, model=hf, **extra):
+        return model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
+                              use_cache=True, pad_token_id=0, eos_token_id=None, **extra)
+
+    runs["transformers generate"] = hf_generate
+    runs["  same, static cache"] = lambda k: hf_generate(k, cache_implementation="static")
     if args.compile:
         compiled = nexttoken.fast.prepare(model, compile=True)
         runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k)
+        # transformers' recipe: a static cache and the forward compiled with CUDA graphs ("reduce-overhead";
+        # on a CPU the mode compiles without graphs). A copy, so that the other rows keep the eager model.
+        hf_compiled = copy.deepcopy(hf)
+        hf_compiled.forward = torch.compile(hf_compiled.forward, mode="reduce-overhead", fullgraph=True)
+        runs["  transformers, static cache, torch.compile"] = lambda k: hf_generate(
+            k, model=hf_compiled, cache_implementation="static")
     worker, skipped = None, None
     workdir = tempfile.TemporaryDirectory()
     if args.no_ctranslate2:
@@ -265,6 +301,8 @@ def main():
         skipped = 'not installed (pip install -e ".[bench]")'
     elif device.type != "cpu":
         skipped = "CPU only in this benchmark"
+    elif dtype != torch.float32:
+        skipped = "float32 only in this benchmark (its converted model)"
     else:
         worker = CTranslate2Worker(hf, torch.get_num_threads(), workdir.name)
         runs[f"CTranslate2 {worker.version} float32"] = lambda k: worker.generate(prompt, k)
@@ -311,7 +349,7 @@ def main():
     verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()}
 
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
-    print(f"model: {label}, {model.num_parameters() / 1e6:.1f}M parameters, float32, batch 1, "
+    print(f"model: {label}, {model.num_parameters() / 1e6:.1f}M parameters, {args.dtype}, batch 1, "
           f"prompt {prompt.shape[1]}, {n} new tokens, {args.repeats} interleaved rounds")
     print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of (b)':>7s} {'of (c)':>7s}  tokens vs {PLAIN}")
     for name, s in speed.items():
@@ -321,6 +359,11 @@ def main():
     if skipped:
         print(f"  {'CTranslate2 float32':30s} skipped: {skipped}")
     print(f"same tokens from all of them: {all(v == 'same' for v in verdicts.values())}")
+    if dtype != torch.float32:
+        agree = {name: agreement(results[PLAIN], out, prompt.shape[1]) for name, out in results.items()
+                 if name != PLAIN}
+        print(f"new tokens agreeing with {PLAIN}'s ({args.dtype}) before the first difference: "
+              + ", ".join(f"{name.strip()} {a}/{n}" for name, a in agree.items()))
     print(f"weights read per token: {per_token / 1e6:.1f} MB")
     print(f"bound (a), copy bandwidth {copy_bandwidth / 1e9:.1f} GB/s: {copy_bound:.2f} tokens/s "
           f"(not a real bound: a matrix-vector product reads faster than a copy moves)")
@@ -350,7 +393,7 @@ def main():
     print("load average (1 min) before each round, then after the last: " + " ".join(f"{x:.2f}" for x in loads))
     print(f"disturbed rounds ({PLAIN} over {DISTURBED}x its median): "
           + (", ".join(map(str, disturbed)) + " -- rerun on a quiet machine" if disturbed else "none"))
-    if any(v != "same" for v in verdicts.values()):
+    if any(v != "same" for v in verdicts.values()) and dtype == torch.float32:
         raise SystemExit("the contenders disagree on the tokens")
 
 

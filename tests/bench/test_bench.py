@@ -22,7 +22,7 @@ def run_bench(script, *args):
 # 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
 TINY = ["--tiny", "--repeats", "1", "--new-tokens", "32"]
 CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "same, onednn=False",
-              "transformers generate"]
+              "transformers generate", "same, static cache"]
 
 
 def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
@@ -48,6 +48,17 @@ def test_generate_speed_skips_ctranslate2_cleanly():
     assert re.search(r"CTranslate2 float32 +skipped: left out \(--no-ctranslate2\)", out)
     assert not re.search(r"CTranslate2 [\d.]+ float32", out)  # no row for it
     assert "same tokens from all of them: True" in out
+
+
+def test_generate_speed_runs_in_bfloat16_and_counts_agreeing_tokens():
+    """The --dtype path (as a GPU run would use it), here on the CPU: every contender in bfloat16,
+    CTranslate2 left out (it converts to float32), the tokens' agreement reported."""
+    out = run_bench("generate_speed.py", *TINY, "--dtype", "bfloat16", "--device", "cpu")
+    assert "parameters, bfloat16, batch 1" in out
+    assert re.search(r"^new tokens agreeing with nexttoken, KV cache's \(bfloat16\) before the first difference: "
+                     r"nexttoken, no cache \d+/32, .*static cache \d+/32$", out, re.M)
+    if HAS_CTRANSLATE2:
+        assert re.search(r"CTranslate2 float32 +skipped: float32 only", out)
 
 
 def test_weight_layout_runs_in_tiny_mode():
