@@ -20,6 +20,11 @@ driven through chromedriver (selenium), opens every page listed in ``_toc.yml``.
 
 Chapter 5's streamed tokens show as printed, on one line (``test_streamed_tokens_show_as_printed``).
 
+The site, audited: axe-core (pinned in ``package-lock.json``, injected by the test) finds no serious or
+critical violation on any page, in light and dark mode, nor on the live page after a run; every internal
+link and anchor resolves (``check_links``, from the built HTML; the external links are written to
+``_build/external_links.txt``, not fetched); the theme's search, colour-mode and download buttons work.
+
 A full-page screenshot of every page is saved in ``_build/screenshots/`` (kept after the test).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``scripts/setup_browser.sh``, run by
@@ -29,6 +34,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (``scripts/setup_browser.sh`
 import base64
 import copy
 import functools
+import html.parser
 import http.server
 import json
 import os
@@ -37,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -420,6 +427,299 @@ def test_streamed_tokens_show_as_printed(browser, site, server):
 
 
 # ---------------------------------------------------------------------------------------------------
+# the site, audited: accessibility (axe-core) on every page, links and anchors, the theme's buttons
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"  # package-lock.json pins it; npm ci installs it
+AUDITED = PAGES + ["search", "genindex"]  # every page of the site: the toc's and Sphinx's own two
+LINK_LIST = ROOT / "_build" / "external_links.txt"
+
+RUN_AXE = """
+const done = arguments[arguments.length - 1];
+axe.run(document, {resultTypes: ['violations']}).then(r => done({
+  rules_passed: r.passes.length,
+  violations: r.violations.filter(v => ['serious', 'critical'].includes(v.impact)).map(v =>
+      `${v.impact} ${v.id} (${v.help}): ` + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join('; ')),
+}), err => done({error: String(err)}));
+"""
+
+
+def _axe_violations(browser) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now (injected by the test: the site
+    does not hold axe-core, so no page of it asks for it)."""
+    if not AXE.is_file():
+        pytest.fail(f"{AXE} is missing: run `bash scripts/setup.sh` (npm ci installs the pinned axe-core)")
+    if not browser.execute_script("return typeof axe !== 'undefined'"):
+        browser.execute_script(AXE.read_text(encoding="utf-8"))
+    result = browser.execute_async_script(RUN_AXE)
+    assert "error" not in result, result
+    assert result["rules_passed"] > 10, result  # axe really looked at the page
+    return result["violations"]
+
+
+def _set_mode(browser, mode: str) -> None:
+    """The theme's colour mode for the pages opened next (pydata-sphinx-theme reads it from localStorage)."""
+    browser.execute_script("localStorage.setItem('mode', arguments[0])", mode)
+
+
+def test_the_audit_covers_every_page(site):
+    """AUDITED is every HTML page of the built site (index.html only redirects to the intro)."""
+    built = sorted(p.relative_to(site).with_suffix("").as_posix() for p in site.rglob("*.html")
+                   if p.relative_to(site).parts[0] != "_static")
+    assert built == sorted(AUDITED + ["index"])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", AUDITED)
+def test_page_is_accessible(page, browser, site, server):
+    """axe-core on the page, in the theme's light and dark modes: no serious or critical violation. The
+    theme had two (label-content-name-mismatch, on its search and colour-mode buttons), fixed by
+    _static/a11y.js; no exception is allowed."""
+    base, _ = server
+    problems = []
+    browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+    try:
+        for mode in ("light", "dark"):
+            _set_mode(browser, mode)
+            browser.refresh()
+            browser.execute_async_script(WAIT_FOR_PAGE)
+            assert browser.execute_script("return document.documentElement.dataset.theme") == mode
+            problems += [f"{mode} mode: {v}" for v in _axe_violations(browser)]
+    finally:
+        _set_mode(browser, "light")
+    assert not problems, f"{page}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.browser
+def test_the_audit_finds_a_planted_violation(browser, site, server):
+    """The audit can fail: an image with no alt text and a button with no name, put into a page, are
+    reported (both are critical in axe-core)."""
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    assert _axe_violations(browser) == []
+    browser.execute_script("""const article = document.querySelector('article');
+        article.insertAdjacentHTML('beforeend', '<img src="_static/favicon.svg"><button type="button"></button>');""")
+    found = " ".join(_axe_violations(browser))
+    assert "critical image-alt" in found and "critical button-name" in found, found
+
+
+class _Anchors(html.parser.HTMLParser):
+    """A page's link targets (every id, and the name of an <a>) and its links (href and src)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key) is not None:
+                self.links.append(attrs[key])
+
+
+def check_links(site: Path) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+    """Every link of every page of a built site, offline: (problems, the external links and the pages that
+    have them, how many internal links to files and to anchors were checked). An internal link must name a file of the site and, with a #fragment into a page, an id
+    (or <a name>) of that page. Links off the site (http, https, mailto) are listed, not fetched."""
+    origin = "http://site.invalid/"  # pages are resolved as if served from here
+    parsed = {}
+
+    def parse(path: Path) -> _Anchors:
+        if path not in parsed:
+            parsed[path] = _Anchors()
+            parsed[path].feed(path.read_text(encoding="utf-8"))
+        return parsed[path]
+
+    problems, external, checked = [], {}, {"files": 0, "anchors": 0}
+    pages = sorted(p for p in site.rglob("*.html") if p.relative_to(site).parts[0] != "_static")
+    for page in pages:
+        name = page.relative_to(site).as_posix()
+        for link in parse(page).links:
+            url = urllib.parse.urljoin(origin + name, link.strip())
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme == "data":
+                continue  # inline: nothing to fetch
+            if not url.startswith(origin):
+                if parts.scheme in ("http", "https", "mailto"):
+                    external.setdefault(url, []).append(name)
+                else:
+                    problems.append(f"{name}: a link neither to the site nor to the web: {link}")
+                continue
+            checked["anchors" if parts.fragment else "files"] += 1
+            target = urllib.parse.unquote(parts.path.removeprefix("/"))
+            path = site / (target + "index.html" if target.endswith("/") or not target else target)
+            if not path.is_file():
+                problems.append(f"{name}: {link} names no file of the site")
+            elif parts.fragment and path.suffix == ".html" \
+                    and urllib.parse.unquote(parts.fragment) not in parse(path).ids:
+                problems.append(f"{name}: {link}: no id {parts.fragment!r} in {path.relative_to(site)}")
+    return problems, external, checked
+
+
+def test_links_check_finds_what_is_broken(tmp_path):
+    """The link check itself, on a small site: a missing page and a missing anchor are reported, a good
+    link and anchor are not, and an external link is listed."""
+    (tmp_path / "a.html").write_text('<a href="b.html#there">ok</a> <a href="b.html#nowhere">bad anchor</a> '
+                                     '<a href="sub/missing.html">bad page</a> <a href="#top">ok</a> '
+                                     '<img src="data:image/png;base64,AAAA"> <a href="https://example.org/x">off</a>'
+                                     '<p id="top"></p>')
+    (tmp_path / "b.html").write_text('<h1 id="there">There</h1> <a href="a.html">back</a>')
+    problems, external, checked = check_links(tmp_path)
+    assert checked == {"files": 2, "anchors": 3}, checked
+    assert len(problems) == 2, problems
+    assert "no id 'nowhere' in b.html" in problems[0] and "sub/missing.html names no file" in problems[1]
+    assert external == {"https://example.org/x": ["a.html"]}
+
+
+def test_links_and_anchors_resolve(site, terminal_summary):
+    """Every internal link and anchor of the built site resolves (parsed from the HTML, offline); the links
+    off the site are written to _build/external_links.txt, not fetched."""
+    problems, external, checked = check_links(site)
+    assert not problems, "\n".join(problems)
+    LINK_LIST.parent.mkdir(exist_ok=True)
+    LINK_LIST.write_text("".join(f"{url}\t{len(pages)} link(s), first on {pages[0]}\n"
+                                 for url, pages in sorted(external.items())))
+    terminal_summary.append(f"test_website links: {checked['files']} internal links to files and "
+                            f"{checked['anchors']} to anchors resolve; {len(external)} external links listed "
+                            f"(not fetched) in {LINK_LIST}")
+    # the check saw the site's links: at least the sidebar's to every page from every page, and anchors
+    assert checked["files"] > len(AUDITED) * len(PAGES) and checked["anchors"] > 100, checked
+
+
+def _visible(browser, selector: str):
+    """The one visible element matching selector (the theme draws some buttons twice, one hidden)."""
+    from selenium.webdriver.common.by import By
+
+    shown = [e for e in browser.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
+    assert len(shown) == 1, f"{len(shown)} visible {selector}"
+    return shown[0]
+
+
+@pytest.mark.browser
+def test_theme_search_finds_pages(browser, site, server):
+    """The theme's search: Ctrl+K and the search button open the search field; a query submitted with Enter
+    lists the pages that have the word (chapter 4 for "softmax"), and a word no page has lists none."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys("k").key_up(Keys.CONTROL).perform()
+    assert browser.switch_to.active_element.get_attribute("name") == "q"  # Ctrl+K: the field has the focus
+
+    def search(word: str) -> list[str]:
+        browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+        _visible(browser, ".search-button-field").click()
+        field = browser.switch_to.active_element
+        assert field.get_attribute("name") == "q"
+        field.send_keys(word, Keys.ENTER)
+        # Sphinx's search titles its results "Search Results" once it has finished, found or not
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+            "const h = document.querySelector('#search-results h2'); return h && h.textContent === 'Search Results'"))
+        assert browser.current_url == urllib.parse.urljoin(base, f"search.html?q={word}")
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.href.split('#')[0])")
+
+    found = search("softmax")
+    assert urllib.parse.urljoin(base, "chapters/04_logit_slicing.html") in found, found
+    assert all(link.startswith(base) for link in found), found
+    assert search("qzxjvwkq") == []
+
+
+@pytest.mark.browser
+def test_theme_dark_mode_switches_and_stays(browser, site, server):
+    """The theme's colour-mode button: pressed, it goes through the modes, dark among them, where the page's
+    background turns dark; the mode stays on the next page opened; the button's name says the mode."""
+    base, _ = server
+    page = urllib.parse.urljoin(base, "chapters/05_generation_loop.html")
+    luminance = """const [r, g, b] = getComputedStyle(document.body).backgroundColor.match(/\\d+/g).map(Number);
+                   return (0.299 * r + 0.587 * g + 0.114 * b) / 255;"""
+    try:
+        browser.get(page)
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        assert browser.execute_script("return document.documentElement.dataset.theme") == "light"
+        assert browser.execute_script(luminance) > 0.9
+        seen = []
+        for _ in range(3):  # the theme cycles through three modes
+            _visible(browser, ".theme-switch-button").click()
+            mode = browser.execute_script("return document.documentElement.dataset.mode")
+            seen.append(mode)
+            label = _visible(browser, ".theme-switch-button").get_attribute("aria-label")
+            assert label == "Color mode: " + {"auto": "system settings"}.get(mode, mode), label
+            if mode == "dark":
+                assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+                assert browser.execute_script(luminance) < 0.2
+                browser.get(urllib.parse.urljoin(base, "live_loop.html"))  # another page: still dark
+                assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+                assert browser.execute_script(luminance) < 0.2
+        assert sorted(seen) == ["auto", "dark", "light"], seen
+    finally:
+        _set_mode(browser, "light")
+
+
+@pytest.mark.browser
+def test_theme_download_buttons(browser, site, server, tmp_path):
+    """The theme's download menu on every page of the toc: its source link gives the page's own source
+    file (the notebook or the Markdown, byte for byte); on a chapter, a click downloads it, and the .pdf
+    button opens the browser's print dialog, whose print layout shows the article without the sidebars."""
+    from selenium.webdriver.common.by import By
+
+    base, _ = server
+    fetch = """const done = arguments[arguments.length - 1];
+               fetch(arguments[0]).then(r => r.text()).then(done, e => done('fetch failed: ' + e));"""
+    problems = []
+    for page in PAGES:
+        browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+        _visible(browser, ".dropdown-download-buttons .dropdown-toggle").click()
+        link = _visible(browser, ".dropdown-download-buttons a.btn-download-source-button")
+        source = source_of(page)
+        want = urllib.parse.urljoin(base, "_sources/" + source.relative_to(ROOT).as_posix())
+        if link.get_attribute("href") != want:
+            problems.append(f"{page}: the download link is {link.get_attribute('href')}, not {want}")
+        elif browser.execute_async_script(fetch, want) != source.read_text(encoding="utf-8"):
+            problems.append(f"{page}: {want} is not {source.relative_to(ROOT)}")
+    assert not problems, "\n".join(problems)
+
+    page = "chapters/04_logit_slicing"
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+        _visible(browser, ".dropdown-download-buttons .dropdown-toggle").click()
+        _visible(browser, ".dropdown-download-buttons a.btn-download-source-button").click()
+        downloaded = tmp_path / source_of(page).name
+        for _ in range(100):
+            if downloaded.is_file() and downloaded.stat().st_size == source_of(page).stat().st_size:
+                break
+            time.sleep(0.1)
+        assert downloaded.read_bytes() == source_of(page).read_bytes()
+    finally:
+        browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "default"})
+        for handle in browser.window_handles[1:]:  # the link opens a tab (target=_blank): close it
+            browser.switch_to.window(handle)
+            browser.close()
+        browser.switch_to.window(browser.window_handles[0])
+
+    browser.execute_script("window.print = () => { window.printed = (window.printed || 0) + 1; };")
+    _visible(browser, ".dropdown-download-buttons .dropdown-toggle").click()
+    _visible(browser, ".dropdown-download-buttons .btn-download-pdf-button").click()
+    assert browser.execute_script("return window.printed") == 1
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        shown = browser.execute_script("""const shown = s => { const e = document.querySelector(s);
+            return !!e && getComputedStyle(e).display !== 'none' && e.getBoundingClientRect().height > 0; };
+            return [shown('article.bd-article'), shown('.bd-sidebar-primary'), shown('.bd-sidebar-secondary')];""")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+    assert shown == [True, False, False], shown
+
+
+# ---------------------------------------------------------------------------------------------------
 # figure text, measured on a screenshot
 
 MIN_TEXT_PX = 10  # the smallest readable figure text at 1280 px: 10 CSS pixels per em
@@ -618,7 +918,8 @@ def test_live_page_sampling_repeats_with_its_seed(browser, site, server):
 @pytest.mark.browser
 def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, terminal_summary):
     """Type a prompt, press Run with the keyboard: the page's ids are nexttoken.generate's, token for
-    token; nothing heavy loads before a button is pressed, and no request leaves the site."""
+    token; nothing heavy loads before a button is pressed, no request leaves the site, and what the run
+    drew passes the accessibility audit in both colour modes."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -665,6 +966,17 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
     assert attention.is_displayed() and len(attended) == len(page_ids) - 1  # the last step's window
     _screenshot(browser, SCREENSHOTS / "live_loop__attention.png")
     _screenshot(browser, SCREENSHOTS / "live_loop__after_run.png")
+    # what the run drew (bars, trace, the shaded tokens) passes the audit too, in both colour modes
+    audit = [f"light mode: {v}" for v in _axe_violations(browser)]
+    try:
+        for _ in range(3):  # the theme's button cycles through its three modes: press it until dark
+            if browser.execute_script("return document.documentElement.dataset.theme") == "dark":
+                break
+            _visible(browser, ".theme-switch-button").click()
+        audit += [f"dark mode: {v}" for v in _axe_violations(browser)]
+    finally:
+        _set_mode(browser, "light")
+    assert not audit, "\n".join(audit)
 
     assert prompt_ids == _encode(prompt), status
     want = _python_generate(prompt_ids, steps)
