@@ -248,7 +248,10 @@
       `the last position (${T - 1}) over the ${T} positions it may see, the mean of its ${heads.length} heads.`;
   }
 
+  // One turn of the loop, drawn; returns its time in milliseconds (forward pass to the trace row), which the
+  // trace shows and scripts/measure_live_page.py reads.
   async function step(s) {
+    const t0 = performance.now();
     const {dims, last, contextLength, window: window_, heads} = await forward(state.ids);
     drawAttention(window_, heads);
     const probs = softmax(last, s.sampling ? s.temperature : 1);
@@ -268,13 +271,19 @@
     $("live-row").textContent = `${state.ids.length} ids: ${idList(state.ids)}\n\n${enc.decode(state.ids)}`;
     $("live-row").dataset.ids = JSON.stringify(state.ids);
     const tr = document.createElement("tr");
-    for (const cell of [state.steps, contextLength, `"${show(enc.decode([next]))}" (${next})`, probs[next].toFixed(4)]) {
+    const cells = [state.steps, contextLength, `"${show(enc.decode([next]))}" (${next})`, probs[next].toFixed(4)];
+    for (const cell of cells) {
       const td = document.createElement("td");
       td.textContent = cell;
       tr.appendChild(td);
     }
+    const ms = performance.now() - t0;
+    const time = document.createElement("td");
+    time.textContent = ms.toFixed(0);
+    tr.dataset.ms = ms.toFixed(2);
+    tr.appendChild(time);
     $("live-trace-body").appendChild(tr);
-    return next;
+    return ms;
   }
 
   function stopMessage(s) {
@@ -310,9 +319,8 @@
       return;
     }
     do {
-      const t0 = performance.now();
-      await step(s);
-      say(`Step ${state.steps}: ${(performance.now() - t0).toFixed(0)} ms` + (state.done ? `. ${stopMessage(s)}` : "."));
+      const ms = await step(s);
+      say(`Step ${state.steps}: ${ms.toFixed(0)} ms` + (state.done ? `. ${stopMessage(s)}` : "."));
       if (repeat) await new Promise((ok) => setTimeout(ok, 0));  // let the page draw between steps
     } while (repeat && !state.done);
     root.dataset.state = state.done ? "done" : "stepped";

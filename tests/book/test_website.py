@@ -1067,3 +1067,29 @@ def _bytes_received(performance_log: list, base: str) -> int:
         elif method == "Network.loadingFinished" and params.get("requestId") in ours:
             total += int(params.get("encodedDataLength", 0))
     return total
+
+
+@pytest.mark.browser
+def test_measure_live_page_reads_the_page(browser, site, server):
+    """scripts/measure_live_page.py's in-page measures, on the test's site: a run of three greedy steps,
+    its times positive and in order (the load within the time to the first token), and the files fetched
+    after the press exactly the live page's heavy ones (live.js comes with the page), every byte of them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("measure_live_page", ROOT / "scripts" / "measure_live_page.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    base, _ = server
+    prompt = "To be, or not"
+    want = _python_generate(_encode(prompt), 3)
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+    try:
+        r = script.measure(browser, urllib.parse.urljoin(base, script.PAGE), 3, prompt)
+    finally:
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+    assert r["steps"] == len(want) - len(_encode(prompt)) == 3, r
+    assert 0 < r["load_ms"] < r["first_token_ms"] and r["step_ms"] > 0, r
+    assert r["context"] == (len(_encode(prompt)), len(_encode(prompt)) + 2), r
+    pressed = [p for p in (site / "_static" / "live").iterdir() if p.name != "live.js"]  # live.js: with the page
+    assert sorted(name for name, _ in r["files"]) == sorted(p.name for p in pressed), r["files"]
+    assert r["after"] >= sum(p.stat().st_size for p in pressed) and r["before"] > 0, r
