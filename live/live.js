@@ -151,6 +151,12 @@
   // the page
 
   const show = (token) => JSON.stringify(token).slice(1, -1);  // "\n" shows as \n, a space stays visible
+  function quoted(id) {  // a token in quotes, in a span that a narrow screen does not break (live.css)
+    const span = document.createElement("span");
+    span.className = "live-token";
+    span.textContent = `"${show(enc.decode([id]))}"`;
+    return span;
+  }
   const idList = (ids) => `[${ids.join(", ")}]`;
 
   function settings() {
@@ -210,7 +216,7 @@
       const tr = document.createElement("tr");
       if (r.id === chosen) tr.className = "live-chosen";
       const token = document.createElement("td");
-      token.textContent = `"${show(r.token)}"`;
+      token.appendChild(quoted(r.id));
       const id = document.createElement("td");
       id.textContent = r.id;
       const bar = document.createElement("td");
@@ -271,10 +277,10 @@
     $("live-row").textContent = `${state.ids.length} ids: ${idList(state.ids)}\n\n${enc.decode(state.ids)}`;
     $("live-row").dataset.ids = JSON.stringify(state.ids);
     const tr = document.createElement("tr");
-    const cells = [state.steps, contextLength, `"${show(enc.decode([next]))}" (${next})`, probs[next].toFixed(4)];
+    const cells = [state.steps, contextLength, [quoted(next), ` (${next})`], probs[next].toFixed(4)];
     for (const cell of cells) {
       const td = document.createElement("td");
-      td.textContent = cell;
+      td.append(...[cell].flat());
       tr.appendChild(td);
     }
     const ms = performance.now() - t0;

@@ -245,12 +245,13 @@ return {
 """
 
 
-def _screenshot(driver, path: Path) -> None:
-    """A full-page PNG (up to MAX_SCREENSHOT_HEIGHT pixels high): the window made as tall as the page."""
+def _screenshot(driver, path: Path, window=WINDOW, mobile: bool = False, scale: int = 1) -> None:
+    """A full-page PNG (up to MAX_SCREENSHOT_HEIGHT CSS pixels high): the window made as tall as the page;
+    ``mobile`` as a phone shows it (the viewport meta honoured), ``scale`` device pixels per CSS pixel."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": WINDOW[0], "height": min(max(height, WINDOW[1]), MAX_SCREENSHOT_HEIGHT),
-        "deviceScaleFactor": 1, "mobile": False})
+        "width": window[0], "height": min(max(height, window[1]), MAX_SCREENSHOT_HEIGHT),
+        "deviceScaleFactor": scale, "mobile": mobile})
     try:
         shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
     finally:
@@ -1093,3 +1094,64 @@ def test_measure_live_page_reads_the_page(browser, site, server):
     pressed = [p for p in (site / "_static" / "live").iterdir() if p.name != "live.js"]  # live.js: with the page
     assert sorted(name for name, _ in r["files"]) == sorted(p.name for p in pressed), r["files"]
     assert r["after"] >= sum(p.stat().st_size for p in pressed) and r["before"] > 0, r
+
+
+PHONE = (375, 740)  # a small phone's screen, in CSS pixels
+
+FITS = """
+const W = window.innerWidth;
+const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+    && getComputedStyle(e).visibility !== 'hidden'; };
+const sticking = e => { const r = e.getBoundingClientRect(); return r.left < -0.5 || r.right > W + 0.5; };
+const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '');
+const controls = Array.from(document.querySelectorAll(
+    '#live-loop textarea, #live-loop input, #live-loop button, #live-loop label, #live-loop output'))
+    .filter(e => !e.closest('[hidden]'));  // the step's view is hidden until the first step
+return {
+  width: W, scale: window.visualViewport.scale, scroll_width: document.scrollingElement.scrollWidth,
+  wider: Array.from(document.querySelectorAll('#live-loop *')).filter(shown).filter(sticking).map(name),
+  hidden_controls: controls.filter(e => !shown(e)).map(name),
+  off_screen_controls: controls.filter(shown).filter(sticking).map(name),
+  controls: controls.length,
+  rows: document.querySelectorAll('#live-trace-body tr').length,
+};
+"""
+
+
+@pytest.mark.browser
+def test_live_page_fits_a_phone(browser, site, server):
+    """At a phone's width (375 x 740 as a phone shows it: the viewport meta honoured), after a run with the
+    attention view open: the page does not scroll sideways, the browser did not zoom out to fit it, nothing
+    of the live page sticks out of the screen, and every control is shown, whole, on screen. Screenshots of
+    the page after the run at that width and at WINDOW's are saved."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = server
+    field = lambda name: browser.find_element(By.ID, name)  # noqa: E731
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 2, "mobile": True})
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        before = browser.execute_script(FITS)
+        # a prompt whose tokens run long ("<|endoftext|>" in the trace), a few steps, the attention view open
+        browser.execute_script("arguments[0].value = arguments[1]", field("live-prompt"),
+                               "JULIET:\nO Romeo, Romeo! wherefore art thou")
+        field("live-max").clear()
+        field("live-max").send_keys("6")
+        field("live-run").click()
+        WebDriverWait(browser, 120).until(lambda d: field("live-loop").get_attribute("data-state") == "done"
+                                          or field("live-status").text.startswith(("Error", "Loading failed")))
+        field("live-attention-toggle").click()
+        after = browser.execute_script(FITS)
+        _screenshot(browser, SCREENSHOTS / "live_loop__phone.png", PHONE, mobile=True, scale=2)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    _screenshot(browser, SCREENSHOTS / "live_loop__desktop.png")
+    assert after["rows"] > 0, field("live-status").text
+    for when, info in (("as opened", before), ("after a run", after)):
+        assert info["width"] == PHONE[0] and info["scale"] == 1, (when, info)  # not zoomed out to fit
+        assert info["scroll_width"] <= info["width"], (when, info)
+        assert not info["wider"], (when, info)
+        assert info["controls"] >= 15 and not info["hidden_controls"] and not info["off_screen_controls"], (when, info)
