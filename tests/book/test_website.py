@@ -919,8 +919,8 @@ def test_live_page_sampling_repeats_with_its_seed(browser, site, server):
 @pytest.mark.browser
 def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, terminal_summary):
     """Type a prompt, press Run with the keyboard: the page's ids are nexttoken.generate's, token for
-    token; nothing heavy loads before a button is pressed, no request leaves the site, and what the run
-    drew passes the accessibility audit in both colour modes."""
+    token; the cache comparison adds up the run's work; nothing heavy loads before a button is pressed, no
+    request leaves the site, and what the run drew passes the accessibility audit in both colour modes."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -965,6 +965,13 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
     browser.find_element(By.ID, "live-attention-toggle").send_keys(Keys.SPACE)
     attended = browser.find_elements(By.CSS_SELECTOR, "#live-attention-tokens .live-attended")
     assert attention.is_displayed() and len(attended) == len(page_ids) - 1  # the last step's window
+    # the cache comparison: hidden until its box is ticked; then the last step's work and the run's
+    comparison = browser.find_element(By.ID, "live-cache")
+    assert not comparison.is_displayed()
+    browser.find_element(By.ID, "live-cache-toggle").send_keys(Keys.SPACE)
+    work_rows = [[c.text for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
+                 for r in browser.find_elements(By.CSS_SELECTOR, "#live-cache-body tr")]
+    cache_run = json.loads(comparison.get_attribute("data-run"))
     _screenshot(browser, SCREENSHOTS / "live_loop__attention.png")
     _screenshot(browser, SCREENSHOTS / "live_loop__after_run.png")
     # what the run drew (bars, trace, the shaded tokens) passes the audit too, in both colour modes
@@ -984,6 +991,13 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
     assert page_ids == want, status
     assert len(trace) == len(want) - len(prompt_ids) and len(bars) == 10
     assert f"[1, {len(want) - 1}, 50257]" in shape  # the last step's forward pass saw all but the new id
+    assert comparison.is_displayed() and work_rows[0] == ["positions run through the model", str(len(want) - 1), "1"]
+    info = json.loads((site / "_static" / "live" / "model.json").read_text())
+    macs = lambda q, k: q * (info["block_macs_per_position"] + info["head_macs_per_position"]) \
+        + q * k * info["attention_macs_per_pair"]  # noqa: E731
+    before = range(len(prompt_ids), len(want))  # the ids each step ran on (all within the window here)
+    assert cache_run == {"none": sum(macs(n, n) for n in before),
+                         "cache": macs(len(prompt_ids), len(prompt_ids)) + sum(macs(1, n) for n in before[1:])}
     stopped_by = "<|endoftext|>" if want[-1] == 50256 else f"max_new_tokens ({steps}) reached"
     assert "Stopped:" in status and stopped_by in status, status
     problems = _network_problems(browser.get_log("performance"), base)
@@ -1045,6 +1059,7 @@ def _check_handle(browser, site, base, requests, first, terminal_summary):
         assert torch.tensor(heads).shape == want_heads.shape, prompt
         assert (torch.tensor(heads) - want_heads).abs().max() < 1e-4, prompt
     assert not mismatches, "\n".join(mismatches)
+    _check_work_counts(browser, call, model)
     network = browser.get_log("performance")
     problems = _network_problems(network, base)
     problems += [f"server answered {s}: {p}" for p, s in requests[first:] if s >= 400]
@@ -1055,6 +1070,48 @@ def _check_handle(browser, site, base, requests, first, terminal_summary):
     terminal_summary.append(f"test_website live page: {downloaded / 1e6:.1f} MB received, no cache (the page "
                             f"and its theme too); loaded in {load_s:.1f} s; {steps} greedy steps in {step_s:.1f} s "
                             f"({1000 * step_s / max(steps, 1):.0f} ms a step, whole-window recompute)")
+
+
+def _check_work_counts(browser, call, model):
+    """The page's cache comparison (nexttokenDemo.work) against what nexttoken.generate really runs: with
+    use_cache=True, every forward pass's new positions q and attended positions k, recorded, priced with
+    export_onnx.work_counts (held to torch's FLOP counter in test_live_export.py); without, the window."""
+    import torch
+
+    import nexttoken
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from export_onnx import work_counts
+    finally:
+        sys.path.pop(0)
+    w = work_counts(model)
+    macs = lambda q, k: q * (w["block_macs_per_position"] + w["head_macs_per_position"]) \
+        + q * k * w["attention_macs_per_pair"]  # noqa: E731
+    runs, seen = [], set()  # (q, k) of each forward pass; which kinds of step the prompts gave
+    real = model.forward_unchecked
+
+    def recorded(input_ids, mask=None, *args, cache=None, **kwargs):
+        before = len(cache) if cache is not None else 0  # positions already in the cache
+        runs.append((input_ids.shape[1], before + input_ids.shape[1]))
+        return real(input_ids, mask, *args, cache=cache, **kwargs)
+
+    model.forward_unchecked = recorded
+    try:
+        for prompt in ("ROMEO:\n", "the " * 125):  # the second one outgrows the window
+            runs.clear()
+            ids = _encode(prompt)
+            out = nexttoken.generate(model, torch.tensor([ids]), 8, use_cache=True)[0].tolist()
+            for step, n in enumerate(range(len(ids), len(out))):
+                page = browser.execute_async_script(call.format("nexttokenDemo.work(arguments[0], arguments[1])"),
+                                                    n, step == 0)
+                q, k = runs[step]
+                T = min(n, model.config.context_length)
+                seen.add("prompt" if step == 0 else "past the window" if n > T else "one new position")
+                assert page["cache"]["q"] == q and page["cache"]["k"] == k, (prompt, n, page, runs[step])
+                assert page["cache"]["macs"] == macs(q, k) and page["none"]["macs"] == macs(T, T), (prompt, n, page)
+    finally:
+        del model.forward_unchecked  # the class's method again
+    assert seen == {"prompt", "one new position", "past the window"}, seen
 
 
 def _bytes_received(performance_log: list, base: str) -> int:
@@ -1121,7 +1178,7 @@ return {
 @pytest.mark.browser
 def test_live_page_fits_a_phone(browser, site, server):
     """At a phone's width (375 x 740 as a phone shows it: the viewport meta honoured), after a run with the
-    attention view open: the page does not scroll sideways, the browser did not zoom out to fit it, nothing
+    attention view and the cache comparison open: the page does not scroll sideways, the browser did not zoom out to fit it, nothing
     of the live page sticks out of the screen, and every control is shown, whole, on screen. Screenshots of
     the page after the run at that width and at WINDOW's are saved."""
     from selenium.webdriver.common.by import By
@@ -1144,6 +1201,7 @@ def test_live_page_fits_a_phone(browser, site, server):
         WebDriverWait(browser, 120).until(lambda d: field("live-loop").get_attribute("data-state") == "done"
                                           or field("live-status").text.startswith(("Error", "Loading failed")))
         field("live-attention-toggle").click()
+        field("live-cache-toggle").click()
         after = browser.execute_script(FITS)
         _screenshot(browser, SCREENSHOTS / "live_loop__phone.png", PHONE, mobile=True, scale=2)
     finally:
