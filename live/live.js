@@ -10,7 +10,7 @@
 // here, but not the draws torch.multinomial makes in Python.
 //
 // window.nexttokenDemo is the handle the tests use: load(), encode(text), topk(text, k), attention(text),
-// generate(text, n).
+// work(n, first), generate(text, n).
 (() => {
   "use strict";
   const root = document.getElementById("live-loop");
@@ -31,7 +31,7 @@
 
   let loading = null;  // the one load() in flight or done
   let enc, session, info;
-  const state = {prompt: null, ids: [], promptLength: 0, steps: 0, done: false, rng: null};
+  const state = {prompt: null, ids: [], promptLength: 0, steps: 0, done: false, rng: null, work: {none: 0, cache: 0}};
 
   function addScript(name) {
     return new Promise((ok, fail) => {
@@ -124,6 +124,24 @@
     return best;
   }
 
+  // The work of a forward pass that runs q new positions, each attending to k positions: the multiply-adds
+  // of its matrix products (blocks, LM head, attention), from model.json's counts (scripts/export_onnx.py's
+  // work_counts, which the tests hold to torch's FLOP counter). Embeddings, norms, softmax: not counted.
+  const macs = (q, k) => q * (info.block_macs_per_position + info.head_macs_per_position) +
+                         q * k * info.attention_macs_per_pair;
+
+  // One step on n ids, without a cache (this page: the whole window) and with one, as nexttoken.generate
+  // runs it (use_cache=True): the prompt at the first step, then only the new position, which attends to
+  // the n - 1 cached ones and itself; once the row outgrows the window, positions shift at every step, the
+  // cache is dropped and the window is recomputed, as without one.
+  function work(n, first) {
+    const T = Math.min(n, info.context_length);
+    const whole = {q: T, k: T, macs: macs(T, T), kept: 0};
+    if (n > info.context_length) return {none: whole, cache: whole};
+    const q = first ? n : 1;
+    return {none: whole, cache: {q, k: n, macs: macs(q, n), kept: n * info.cache_numbers_per_position}};
+  }
+
   function top(probs, k) {
     const order = Array.from(probs.keys()).sort((a, b) => probs[b] - probs[a] || a - b);
     return order.slice(0, k).map((id) => ({id, token: enc.decode([id]), prob: probs[id]}));
@@ -151,6 +169,12 @@
   // the page
 
   const show = (token) => JSON.stringify(token).slice(1, -1);  // "\n" shows as \n, a space stays visible
+  function quoted(id) {  // a token in quotes, in a span that a narrow screen does not break (live.css)
+    const span = document.createElement("span");
+    span.className = "live-token";
+    span.textContent = `"${show(enc.decode([id]))}"`;
+    return span;
+  }
   const idList = (ids) => `[${ids.join(", ")}]`;
 
   function settings() {
@@ -182,12 +206,14 @@
     state.ids = [];
     state.steps = 0;
     state.done = false;
+    state.work = {none: 0, cache: 0};
     root.dataset.state = "";  // "running", then "stepped" or "done": what the tests wait for
     $("live-trace-body").textContent = "";
     for (const id of ["live-shape", "live-last-row", "live-selected", "live-row"]) $(id).textContent = "";
     $("live-row").dataset.ids = "[]";
     $("live-bars").textContent = "";
     $("live-attention-tokens").textContent = "";
+    $("live-cache-body").textContent = "";
     $("live-step-view").hidden = true;
   }
 
@@ -210,7 +236,7 @@
       const tr = document.createElement("tr");
       if (r.id === chosen) tr.className = "live-chosen";
       const token = document.createElement("td");
-      token.textContent = `"${show(r.token)}"`;
+      token.appendChild(quoted(r.id));
       const id = document.createElement("td");
       id.textContent = r.id;
       const bar = document.createElement("td");
@@ -248,9 +274,54 @@
       `the last position (${T - 1}) over the ${T} positions it may see, the mean of its ${heads.length} heads.`;
   }
 
+  // The cache comparison of one step, and of the run so far.
+  function drawWork(w) {
+    state.work.none += w.none.macs;
+    state.work.cache += w.cache.macs;
+    const M = (x) => `${(x / 1e6).toFixed(1)} M`;
+    const rows = [
+      ["positions run through the model", w.none.q, w.cache.q],
+      ["query-key pairs in attention, per layer and head", w.none.q * w.none.k, w.cache.q * w.cache.k],
+      ["multiply-adds in the step's matrix products", M(w.none.macs), M(w.cache.macs)],
+      ["keys and values kept for the next step (numbers)", 0, w.cache.kept],
+      ["multiply-adds in this run so far", M(state.work.none), M(state.work.cache)],
+    ];
+    const body = $("live-cache-body");
+    body.textContent = "";
+    for (const [what, none, cache] of rows) {
+      const tr = document.createElement("tr");
+      const th = document.createElement("th");
+      th.scope = "row";
+      th.textContent = what;
+      tr.appendChild(th);
+      for (const x of [none, cache]) {
+        const td = document.createElement("td");
+        td.textContent = typeof x === "number" ? x.toLocaleString("en") : x;
+        tr.appendChild(td);
+      }
+      body.appendChild(tr);
+    }
+    $("live-cache").dataset.step = JSON.stringify({none: w.none.macs, cache: w.cache.macs});
+    $("live-cache").dataset.run = JSON.stringify(state.work);
+    const n = state.ids.length;
+    $("live-cache-caption").textContent = `Step ${state.steps + 1}, on ${n} ids: with a cache it would take ` +
+      `${(w.none.macs / w.cache.macs).toFixed(1)} times fewer multiply-adds.`;
+    $("live-cache-note").textContent = n > info.context_length
+      ? `The row is longer than the model's window (${info.context_length}): positions shift at every step, ` +
+        "so a cache no longer applies and both recompute the window."
+      : state.steps === 0
+        ? "The first step runs the whole prompt either way; the cache keeps its keys and values."
+        : `With the cache, only the new token runs; it attends to the ${n - 1} cached positions and itself. ` +
+          `The LM head is most of the work: ${M(info.head_macs_per_position)} multiply-adds a position.`;
+  }
+
+  // One turn of the loop, drawn; returns its time in milliseconds (forward pass to the trace row), which the
+  // trace shows and scripts/measure_live_page.py reads.
   async function step(s) {
+    const t0 = performance.now();
     const {dims, last, contextLength, window: window_, heads} = await forward(state.ids);
     drawAttention(window_, heads);
+    drawWork(work(state.ids.length, state.steps === 0));
     const probs = softmax(last, s.sampling ? s.temperature : 1);
     const next = s.sampling ? draw(probs, state.rng) : argmax(last);
     const rows = top(probs, 10);
@@ -268,13 +339,19 @@
     $("live-row").textContent = `${state.ids.length} ids: ${idList(state.ids)}\n\n${enc.decode(state.ids)}`;
     $("live-row").dataset.ids = JSON.stringify(state.ids);
     const tr = document.createElement("tr");
-    for (const cell of [state.steps, contextLength, `"${show(enc.decode([next]))}" (${next})`, probs[next].toFixed(4)]) {
+    const cells = [state.steps, contextLength, [quoted(next), ` (${next})`], probs[next].toFixed(4)];
+    for (const cell of cells) {
       const td = document.createElement("td");
-      td.textContent = cell;
+      td.append(...[cell].flat());
       tr.appendChild(td);
     }
+    const ms = performance.now() - t0;
+    const time = document.createElement("td");
+    time.textContent = ms.toFixed(0);
+    tr.dataset.ms = ms.toFixed(2);
+    tr.appendChild(time);
     $("live-trace-body").appendChild(tr);
-    return next;
+    return ms;
   }
 
   function stopMessage(s) {
@@ -310,9 +387,8 @@
       return;
     }
     do {
-      const t0 = performance.now();
-      await step(s);
-      say(`Step ${state.steps}: ${(performance.now() - t0).toFixed(0)} ms` + (state.done ? `. ${stopMessage(s)}` : "."));
+      const ms = await step(s);
+      say(`Step ${state.steps}: ${ms.toFixed(0)} ms` + (state.done ? `. ${stopMessage(s)}` : "."));
       if (repeat) await new Promise((ok) => setTimeout(ok, 0));  // let the page draw between steps
     } while (repeat && !state.done);
     root.dataset.state = state.done ? "done" : "stepped";
@@ -325,6 +401,9 @@
   $("live-prompt").addEventListener("input", showPromptIds);
   $("live-attention-toggle").addEventListener("change", () => {
     $("live-attention").hidden = !$("live-attention-toggle").checked;
+  });
+  $("live-cache-toggle").addEventListener("change", () => {
+    $("live-cache").hidden = !$("live-cache-toggle").checked;
   });
   $("live-sample").addEventListener("change", () => {
     $("live-sampling").disabled = !$("live-sample").checked;
@@ -342,6 +421,10 @@
       await load();
       const probs = softmax((await forward(encode(text))).last, 1);
       return top(probs, k);
+    },
+    async work(n, first) {  // the cache comparison's counts for a step on n ids (the first of its run or not)
+      await load();
+      return work(n, first);
     },
     async attention(text) {  // the last position's weights in the exported layer, per head: heads x T
       await load();

@@ -14,7 +14,8 @@ The exporter is torch.onnx's dynamo exporter (``dynamo=True``, which needs ``onn
 The shipped weights are stored in float16 and loaded as float32, so every weight is a float16 number:
 the graph stores them as float16 and casts them to float32 once, which halves the file and changes no
 value (checked here, weight by weight). Beside the model it writes ``model.json``: the numbers the page
-needs (context length, vocabulary size, the EOS id) and the graph's size.
+needs (context length, vocabulary size, the EOS id, the work counts of ``work_counts``) and the graph's
+size.
 """
 
 import argparse
@@ -71,6 +72,23 @@ def store_weights_as_float16(model_proto):
     return converted
 
 
+def work_counts(model: nexttoken.Decoder) -> dict:
+    """The multiply-adds of the model's matrix products, for the live page's cache comparison: a forward
+    pass that runs q new positions, each attending to k positions (itself and those before it), does
+    q * (block + head) + q * k * attention_pair of them (tests/book/test_live_export.py checks this
+    against torch's FLOP counter). Also the numbers a KV cache keeps per position."""
+    config = model.config
+    linears = [m for m in model.blocks.modules() if isinstance(m, torch.nn.Linear)]
+    return {
+        # every block's linear layers (queries, keys and values; the output projection; the MLP), per position
+        "block_macs_per_position": sum(m.in_features * m.out_features for m in linears),
+        "head_macs_per_position": model.lm_head.in_features * model.lm_head.out_features,  # the logits
+        # one query and one key, in every layer: q . k over the query heads, then the weighted value
+        "attention_macs_per_pair": config.n_layers * 2 * config.n_heads * config.head_dim,
+        "cache_numbers_per_position": config.n_layers * 2 * config.n_kv_heads * config.head_dim,  # keys, values
+    }
+
+
 def export(out: Path) -> dict:
     import onnx
 
@@ -92,9 +110,9 @@ def export(out: Path) -> dict:
     tmp.replace(out)  # a killed export never leaves a half-written model behind
     layer = range(config.n_layers)[ATTENTION_LAYER]
     info = {"context_length": config.context_length, "vocab_size": config.vocab_size, "eos_token_id": EOS,
-            "attention_layer": layer, "n_heads": config.n_heads,
+            "attention_layer": layer, "n_heads": config.n_heads, "n_layers": config.n_layers,
             "parameters": model.num_parameters(), "onnx_bytes": out.stat().st_size,
-            "float16_initializers": converted}
+            "float16_initializers": converted, **work_counts(model)}
     (out.parent / "model.json").write_text(json.dumps(info, indent=2) + "\n")
     return info
 

@@ -1,7 +1,7 @@
 """The live page's model and tokenizer (live_loop.md): the ONNX export of the shipped model gives
 nexttoken's logits, attention row and greedy tokens, and js-tiktoken's GPT-2 ranks are the package's gpt2.tiktoken.
 
-The page itself, in headless Chromium, is tested in tests/test_website.py (``-k live``).
+The page itself, in headless Chromium, is tested in tests/book/test_website.py (``-k live``).
 """
 
 import json
@@ -96,3 +96,35 @@ def test_js_tiktoken_ranks_are_the_packages():
     assert result.returncode == 0, summary
     assert summary["ours"] == summary["theirs"] == 50256 and summary["n_differ"] == summary["n_extra"] == 0
     assert summary["special_tokens"] == {"<|endoftext|>": 50256} and summary["explicit_n_vocab"] == 50257
+
+
+def test_work_counts_are_torchs():
+    """The multiply-adds the page's cache comparison counts (scripts/export_onnx.py's work_counts) are those
+    torch's FLOP counter finds, on the explicit attention path the export runs (FlopCounterMode does not
+    count the fused attention kernel's products on the CPU): the whole window, and one cached step."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from export_onnx import work_counts
+    finally:
+        sys.path.pop(0)
+    model = nexttoken.load_pretrained().eval()
+    w = work_counts(model)
+    macs = lambda q, k: q * (w["block_macs_per_position"] + w["head_macs_per_position"]) \
+        + q * k * w["attention_macs_per_pair"]  # noqa: E731
+
+    def counted(run) -> int:
+        with FlopCounterMode(display=False) as counter, torch.no_grad():
+            run()
+        return counter.get_total_flops() // 2  # a multiply-add is two FLOPs
+
+    ids = torch.randint(0, model.config.vocab_size, (1, 20), generator=torch.Generator().manual_seed(0))
+    assert counted(lambda: model.run(ids, return_attention=True)) == macs(20, 20)
+    cache = model.new_cache()
+    with torch.no_grad():
+        model.forward_unchecked(ids[:, :19], torch.ones(1, 19, dtype=torch.long), cache=cache)
+    assert counted(lambda: model.forward_unchecked(ids[:, 19:], torch.ones(1, 20, dtype=torch.long), cache=cache,
+                                                   return_attention=True)) == macs(1, 20)
+    assert len(cache) == 20  # the cache now holds every position
+    assert w["cache_numbers_per_position"] == 2 * model.config.n_layers * model.config.d_model  # K and V, 4 heads x 32

@@ -20,6 +20,11 @@ driven through chromedriver (selenium), opens every page listed in ``_toc.yml``.
 
 Chapter 5's streamed tokens show as printed, on one line (``test_streamed_tokens_show_as_printed``).
 
+The site, audited: axe-core (pinned in ``package-lock.json``, injected by the test) finds no serious or
+critical violation on any page, in light and dark mode, nor on the live page after a run; every internal
+link and anchor resolves (``check_links``, from the built HTML; the external links are written to
+``_build/external_links.txt``, not fetched); the theme's search, colour-mode and download buttons work.
+
 A full-page screenshot of every page is saved in ``_build/screenshots/`` (kept after the test).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``scripts/setup_browser.sh``, run by
@@ -29,6 +34,7 @@ Needs Debian's ``chromium`` and ``chromium-driver`` (``scripts/setup_browser.sh`
 import base64
 import copy
 import functools
+import html.parser
 import http.server
 import json
 import os
@@ -37,6 +43,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -238,12 +245,13 @@ return {
 """
 
 
-def _screenshot(driver, path: Path) -> None:
-    """A full-page PNG (up to MAX_SCREENSHOT_HEIGHT pixels high): the window made as tall as the page."""
+def _screenshot(driver, path: Path, window=WINDOW, mobile: bool = False, scale: int = 1) -> None:
+    """A full-page PNG (up to MAX_SCREENSHOT_HEIGHT CSS pixels high): the window made as tall as the page;
+    ``mobile`` as a phone shows it (the viewport meta honoured), ``scale`` device pixels per CSS pixel."""
     height = driver.execute_script("return document.documentElement.scrollHeight")
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": WINDOW[0], "height": min(max(height, WINDOW[1]), MAX_SCREENSHOT_HEIGHT),
-        "deviceScaleFactor": 1, "mobile": False})
+        "width": window[0], "height": min(max(height, window[1]), MAX_SCREENSHOT_HEIGHT),
+        "deviceScaleFactor": scale, "mobile": mobile})
     try:
         shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png"})
     finally:
@@ -417,6 +425,304 @@ def test_streamed_tokens_show_as_printed(browser, site, server):
     assert match[0].strip("\n") == printed.strip("\n"), (match[0], printed)
     first_line = printed.split("\n")[1]  # the tokens after the prompt's "ROMEO:\n", on one line
     assert len(first_line.split()) > 5 and first_line in match[0].split("\n"), match[0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the site, audited: accessibility (axe-core) on every page, links and anchors, the theme's buttons
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"  # package-lock.json pins it; npm ci installs it
+AUDITED = PAGES + ["search", "genindex"]  # every page of the site: the toc's and Sphinx's own two
+LINK_LIST = ROOT / "_build" / "external_links.txt"
+
+RUN_AXE = """
+const done = arguments[arguments.length - 1];
+// The theme's colour transitions first run their course (a page opened in another mode than the last one
+// fades its buttons' colours in for a fraction of a second, and halfway they fail the contrast rule).
+const finite = document.getAnimations().filter(a => a.effect && a.effect.getTiming().iterations !== Infinity);
+Promise.all(finite.map(a => a.finished.catch(() => null)))
+.then(() => axe.run(document, {resultTypes: ['violations']})).then(r => done({
+  rules_passed: r.passes.length,
+  violations: r.violations.filter(v => ['serious', 'critical'].includes(v.impact)).map(v =>
+      `${v.impact} ${v.id} (${v.help}): ` + v.nodes.slice(0, 3).map(n => n.target.join(' ')
+          + (n.any.length && n.any[0].message ? ` [${n.any[0].message}]` : '')).join('; ')),
+}), err => done({error: String(err)}));
+"""
+
+
+def _axe_violations(browser) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is now (injected by the test: the site
+    does not hold axe-core, so no page of it asks for it)."""
+    if not AXE.is_file():
+        pytest.fail(f"{AXE} is missing: run `bash scripts/setup.sh` (npm ci installs the pinned axe-core)")
+    if not browser.execute_script("return typeof axe !== 'undefined'"):
+        browser.execute_script(AXE.read_text(encoding="utf-8"))
+    result = browser.execute_async_script(RUN_AXE)
+    assert "error" not in result, result
+    assert result["rules_passed"] > 10, result  # axe really looked at the page
+    return result["violations"]
+
+
+def _set_mode(browser, mode: str) -> None:
+    """The theme's colour mode for the pages opened next (pydata-sphinx-theme reads it from localStorage)."""
+    browser.execute_script("localStorage.setItem('mode', arguments[0])", mode)
+
+
+def test_the_audit_covers_every_page(site):
+    """AUDITED is every HTML page of the built site (index.html only redirects to the intro)."""
+    built = sorted(p.relative_to(site).with_suffix("").as_posix() for p in site.rglob("*.html")
+                   if p.relative_to(site).parts[0] != "_static")
+    assert built == sorted(AUDITED + ["index"])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", AUDITED)
+def test_page_is_accessible(page, browser, site, server):
+    """axe-core on the page, in the theme's light and dark modes: no serious or critical violation. The
+    theme had two (label-content-name-mismatch, on its search and colour-mode buttons), fixed by
+    _static/a11y.js; no exception is allowed."""
+    base, _ = server
+    problems = []
+    browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+    try:
+        for mode in ("light", "dark"):
+            _set_mode(browser, mode)
+            browser.refresh()
+            browser.execute_async_script(WAIT_FOR_PAGE)
+            assert browser.execute_script("return document.documentElement.dataset.theme") == mode
+            problems += [f"{mode} mode: {v}" for v in _axe_violations(browser)]
+    finally:
+        _set_mode(browser, "light")
+    assert not problems, f"{page}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.browser
+def test_the_audit_finds_a_planted_violation(browser, site, server):
+    """The audit can fail: an image with no alt text and a button with no name, put into a page, are
+    reported (both are critical in axe-core)."""
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    assert _axe_violations(browser) == []
+    browser.execute_script("""const article = document.querySelector('article');
+        article.insertAdjacentHTML('beforeend', '<img src="_static/favicon.svg"><button type="button"></button>');""")
+    found = " ".join(_axe_violations(browser))
+    assert "critical image-alt" in found and "critical button-name" in found, found
+
+
+class _Anchors(html.parser.HTMLParser):
+    """A page's link targets (every id, and the name of an <a>) and its links (href and src)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links = set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key) is not None:
+                self.links.append(attrs[key])
+
+
+def check_links(site: Path) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
+    """Every link of every page of a built site, offline: (problems, the external links and the pages that
+    have them, how many internal links to files and to anchors were checked). An internal link must name a file of the site and, with a #fragment into a page, an id
+    (or <a name>) of that page. Links off the site (http, https, mailto) are listed, not fetched."""
+    origin = "http://site.invalid/"  # pages are resolved as if served from here
+    parsed = {}
+
+    def parse(path: Path) -> _Anchors:
+        if path not in parsed:
+            parsed[path] = _Anchors()
+            parsed[path].feed(path.read_text(encoding="utf-8"))
+        return parsed[path]
+
+    problems, external, checked = [], {}, {"files": 0, "anchors": 0}
+    pages = sorted(p for p in site.rglob("*.html") if p.relative_to(site).parts[0] != "_static")
+    for page in pages:
+        name = page.relative_to(site).as_posix()
+        for link in parse(page).links:
+            url = urllib.parse.urljoin(origin + name, link.strip())
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme == "data":
+                continue  # inline: nothing to fetch
+            if not url.startswith(origin):
+                if parts.scheme in ("http", "https", "mailto"):
+                    external.setdefault(url, []).append(name)
+                else:
+                    problems.append(f"{name}: a link neither to the site nor to the web: {link}")
+                continue
+            checked["anchors" if parts.fragment else "files"] += 1
+            target = urllib.parse.unquote(parts.path.removeprefix("/"))
+            path = site / (target + "index.html" if target.endswith("/") or not target else target)
+            if not path.is_file():
+                problems.append(f"{name}: {link} names no file of the site")
+            elif parts.fragment and path.suffix == ".html" \
+                    and urllib.parse.unquote(parts.fragment) not in parse(path).ids:
+                problems.append(f"{name}: {link}: no id {parts.fragment!r} in {path.relative_to(site)}")
+    return problems, external, checked
+
+
+def test_links_check_finds_what_is_broken(tmp_path):
+    """The link check itself, on a small site: a missing page and a missing anchor are reported, a good
+    link and anchor are not, and an external link is listed."""
+    (tmp_path / "a.html").write_text('<a href="b.html#there">ok</a> <a href="b.html#nowhere">bad anchor</a> '
+                                     '<a href="sub/missing.html">bad page</a> <a href="#top">ok</a> '
+                                     '<img src="data:image/png;base64,AAAA"> <a href="https://example.org/x">off</a>'
+                                     '<p id="top"></p>')
+    (tmp_path / "b.html").write_text('<h1 id="there">There</h1> <a href="a.html">back</a>')
+    problems, external, checked = check_links(tmp_path)
+    assert checked == {"files": 2, "anchors": 3}, checked
+    assert len(problems) == 2, problems
+    assert "no id 'nowhere' in b.html" in problems[0] and "sub/missing.html names no file" in problems[1]
+    assert external == {"https://example.org/x": ["a.html"]}
+
+
+def test_links_and_anchors_resolve(site, terminal_summary):
+    """Every internal link and anchor of the built site resolves (parsed from the HTML, offline); the links
+    off the site are written to _build/external_links.txt, not fetched."""
+    problems, external, checked = check_links(site)
+    assert not problems, "\n".join(problems)
+    LINK_LIST.parent.mkdir(exist_ok=True)
+    LINK_LIST.write_text("".join(f"{url}\t{len(pages)} link(s), first on {pages[0]}\n"
+                                 for url, pages in sorted(external.items())))
+    terminal_summary.append(f"test_website links: {checked['files']} internal links to files and "
+                            f"{checked['anchors']} to anchors resolve; {len(external)} external links listed "
+                            f"(not fetched) in {LINK_LIST}")
+    # the check saw the site's links: at least the sidebar's to every page from every page, and anchors
+    assert checked["files"] > len(AUDITED) * len(PAGES) and checked["anchors"] > 100, checked
+
+
+def _visible(browser, selector: str):
+    """The one visible element matching selector (the theme draws some buttons twice, one hidden)."""
+    from selenium.webdriver.common.by import By
+
+    shown = [e for e in browser.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
+    assert len(shown) == 1, f"{len(shown)} visible {selector}"
+    return shown[0]
+
+
+@pytest.mark.browser
+def test_theme_search_finds_pages(browser, site, server):
+    """The theme's search: Ctrl+K and the search button open the search field; a query submitted with Enter
+    lists the pages that have the word (chapter 4 for "softmax"), and a word no page has lists none."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = server
+    browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+    browser.execute_async_script(WAIT_FOR_PAGE)
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys("k").key_up(Keys.CONTROL).perform()
+    assert browser.switch_to.active_element.get_attribute("name") == "q"  # Ctrl+K: the field has the focus
+
+    def search(word: str) -> list[str]:
+        browser.get(urllib.parse.urljoin(base, f"{PAGES[0]}.html"))
+        _visible(browser, ".search-button-field").click()
+        field = browser.switch_to.active_element
+        assert field.get_attribute("name") == "q"
+        field.send_keys(word, Keys.ENTER)
+        # Sphinx's search titles its results "Search Results" once it has finished, found or not
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+            "const h = document.querySelector('#search-results h2'); return h && h.textContent === 'Search Results'"))
+        assert browser.current_url == urllib.parse.urljoin(base, f"search.html?q={word}")
+        return browser.execute_script(
+            "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.href.split('#')[0])")
+
+    found = search("softmax")
+    assert urllib.parse.urljoin(base, "chapters/04_logit_slicing.html") in found, found
+    assert all(link.startswith(base) for link in found), found
+    assert search("qzxjvwkq") == []
+
+
+@pytest.mark.browser
+def test_theme_dark_mode_switches_and_stays(browser, site, server):
+    """The theme's colour-mode button: pressed, it goes through the modes, dark among them, where the page's
+    background turns dark; the mode stays on the next page opened; the button's name says the mode."""
+    base, _ = server
+    page = urllib.parse.urljoin(base, "chapters/05_generation_loop.html")
+    luminance = """const [r, g, b] = getComputedStyle(document.body).backgroundColor.match(/\\d+/g).map(Number);
+                   return (0.299 * r + 0.587 * g + 0.114 * b) / 255;"""
+    try:
+        browser.get(page)
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        assert browser.execute_script("return document.documentElement.dataset.theme") == "light"
+        assert browser.execute_script(luminance) > 0.9
+        seen = []
+        for _ in range(3):  # the theme cycles through three modes
+            _visible(browser, ".theme-switch-button").click()
+            mode = browser.execute_script("return document.documentElement.dataset.mode")
+            seen.append(mode)
+            label = _visible(browser, ".theme-switch-button").get_attribute("aria-label")
+            assert label == "Color mode: " + {"auto": "system settings"}.get(mode, mode), label
+            if mode == "dark":
+                assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+                assert browser.execute_script(luminance) < 0.2
+                browser.get(urllib.parse.urljoin(base, "live_loop.html"))  # another page: still dark
+                assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+                assert browser.execute_script(luminance) < 0.2
+        assert sorted(seen) == ["auto", "dark", "light"], seen
+    finally:
+        _set_mode(browser, "light")
+
+
+@pytest.mark.browser
+def test_theme_download_buttons(browser, site, server, tmp_path):
+    """The theme's download menu on every page of the toc: its source link gives the page's own source
+    file (the notebook or the Markdown, byte for byte); on a chapter, a click downloads it, and the .pdf
+    button opens the browser's print dialog, whose print layout shows the article without the sidebars."""
+    from selenium.webdriver.common.by import By
+
+    base, _ = server
+    fetch = """const done = arguments[arguments.length - 1];
+               fetch(arguments[0]).then(r => r.text()).then(done, e => done('fetch failed: ' + e));"""
+    problems = []
+    for page in PAGES:
+        browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+        _visible(browser, ".dropdown-download-buttons .dropdown-toggle").click()
+        link = _visible(browser, ".dropdown-download-buttons a.btn-download-source-button")
+        source = source_of(page)
+        want = urllib.parse.urljoin(base, "_sources/" + source.relative_to(ROOT).as_posix())
+        if link.get_attribute("href") != want:
+            problems.append(f"{page}: the download link is {link.get_attribute('href')}, not {want}")
+        elif browser.execute_async_script(fetch, want) != source.read_text(encoding="utf-8"):
+            problems.append(f"{page}: {want} is not {source.relative_to(ROOT)}")
+    assert not problems, "\n".join(problems)
+
+    page = "chapters/04_logit_slicing"
+    browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+        _visible(browser, ".dropdown-download-buttons .dropdown-toggle").click()
+        _visible(browser, ".dropdown-download-buttons a.btn-download-source-button").click()
+        downloaded = tmp_path / source_of(page).name
+        for _ in range(100):
+            if downloaded.is_file() and downloaded.stat().st_size == source_of(page).stat().st_size:
+                break
+            time.sleep(0.1)
+        assert downloaded.read_bytes() == source_of(page).read_bytes()
+    finally:
+        browser.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "default"})
+        for handle in browser.window_handles[1:]:  # the link opens a tab (target=_blank): close it
+            browser.switch_to.window(handle)
+            browser.close()
+        browser.switch_to.window(browser.window_handles[0])
+
+    browser.execute_script("window.print = () => { window.printed = (window.printed || 0) + 1; };")
+    _visible(browser, ".dropdown-download-buttons .dropdown-toggle").click()
+    _visible(browser, ".dropdown-download-buttons .btn-download-pdf-button").click()
+    assert browser.execute_script("return window.printed") == 1
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        shown = browser.execute_script("""const shown = s => { const e = document.querySelector(s);
+            return !!e && getComputedStyle(e).display !== 'none' && e.getBoundingClientRect().height > 0; };
+            return [shown('article.bd-article'), shown('.bd-sidebar-primary'), shown('.bd-sidebar-secondary')];""")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+    assert shown == [True, False, False], shown
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -668,7 +974,8 @@ def test_live_page_sampling_repeats_with_its_seed(browser, site, server):
 @pytest.mark.browser
 def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, terminal_summary):
     """Type a prompt, press Run with the keyboard: the page's ids are nexttoken.generate's, token for
-    token; nothing heavy loads before a button is pressed, and no request leaves the site."""
+    token; the cache comparison adds up the run's work; nothing heavy loads before a button is pressed, no
+    request leaves the site, and what the run drew passes the accessibility audit in both colour modes."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
@@ -676,8 +983,13 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
     base, requests = server
     browser.get_log("browser"), browser.get_log("performance")
     first = len(requests)
-    browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
-    browser.execute_async_script(WAIT_FOR_PAGE)
+    # every file the page asks for reaches the server: none from the cache of an earlier test's visit
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+        browser.execute_async_script(WAIT_FOR_PAGE)
+    finally:
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
     loaded = [path for path, _ in requests[first:]]
     assert any(p.endswith("/_static/live/live.js") for p in loaded), loaded
     heavy = [p for p in loaded if re.search(r"model\.onnx|\.wasm|ort\.|tiktoken", p)]
@@ -713,14 +1025,39 @@ def test_live_page_runs_the_loop_with_the_keyboard(browser, site, server, termin
     browser.find_element(By.ID, "live-attention-toggle").send_keys(Keys.SPACE)
     attended = browser.find_elements(By.CSS_SELECTOR, "#live-attention-tokens .live-attended")
     assert attention.is_displayed() and len(attended) == len(page_ids) - 1  # the last step's window
+    # the cache comparison: hidden until its box is ticked; then the last step's work and the run's
+    comparison = browser.find_element(By.ID, "live-cache")
+    assert not comparison.is_displayed()
+    browser.find_element(By.ID, "live-cache-toggle").send_keys(Keys.SPACE)
+    work_rows = [[c.text for c in r.find_elements(By.CSS_SELECTOR, "th, td")]
+                 for r in browser.find_elements(By.CSS_SELECTOR, "#live-cache-body tr")]
+    cache_run = json.loads(comparison.get_attribute("data-run"))
     _screenshot(browser, SCREENSHOTS / "live_loop__attention.png")
     _screenshot(browser, SCREENSHOTS / "live_loop__after_run.png")
+    # what the run drew (bars, trace, the shaded tokens) passes the audit too, in both colour modes
+    audit = [f"light mode: {v}" for v in _axe_violations(browser)]
+    try:
+        for _ in range(3):  # the theme's button cycles through its three modes: press it until dark
+            if browser.execute_script("return document.documentElement.dataset.theme") == "dark":
+                break
+            _visible(browser, ".theme-switch-button").click()
+        audit += [f"dark mode: {v}" for v in _axe_violations(browser)]
+    finally:
+        _set_mode(browser, "light")
+    assert not audit, "\n".join(audit)
 
     assert prompt_ids == _encode(prompt), status
     want = _python_generate(prompt_ids, steps)
     assert page_ids == want, status
     assert len(trace) == len(want) - len(prompt_ids) and len(bars) == 10
     assert f"[1, {len(want) - 1}, 50257]" in shape  # the last step's forward pass saw all but the new id
+    assert comparison.is_displayed() and work_rows[0] == ["positions run through the model", str(len(want) - 1), "1"]
+    info = json.loads((site / "_static" / "live" / "model.json").read_text())
+    macs = lambda q, k: q * (info["block_macs_per_position"] + info["head_macs_per_position"]) \
+        + q * k * info["attention_macs_per_pair"]  # noqa: E731
+    before = range(len(prompt_ids), len(want))  # the ids each step ran on (all within the window here)
+    assert cache_run == {"none": sum(macs(n, n) for n in before),
+                         "cache": macs(len(prompt_ids), len(prompt_ids)) + sum(macs(1, n) for n in before[1:])}
     stopped_by = "<|endoftext|>" if want[-1] == 50256 else f"max_new_tokens ({steps}) reached"
     assert "Stopped:" in status and stopped_by in status, status
     problems = _network_problems(browser.get_log("performance"), base)
@@ -782,6 +1119,7 @@ def _check_handle(browser, site, base, requests, first, terminal_summary):
         assert torch.tensor(heads).shape == want_heads.shape, prompt
         assert (torch.tensor(heads) - want_heads).abs().max() < 1e-4, prompt
     assert not mismatches, "\n".join(mismatches)
+    _check_work_counts(browser, call, model)
     network = browser.get_log("performance")
     problems = _network_problems(network, base)
     problems += [f"server answered {s}: {p}" for p, s in requests[first:] if s >= 400]
@@ -792,6 +1130,48 @@ def _check_handle(browser, site, base, requests, first, terminal_summary):
     terminal_summary.append(f"test_website live page: {downloaded / 1e6:.1f} MB received, no cache (the page "
                             f"and its theme too); loaded in {load_s:.1f} s; {steps} greedy steps in {step_s:.1f} s "
                             f"({1000 * step_s / max(steps, 1):.0f} ms a step, whole-window recompute)")
+
+
+def _check_work_counts(browser, call, model):
+    """The page's cache comparison (nexttokenDemo.work) against what nexttoken.generate really runs: with
+    use_cache=True, every forward pass's new positions q and attended positions k, recorded, priced with
+    export_onnx.work_counts (held to torch's FLOP counter in test_live_export.py); without, the window."""
+    import torch
+
+    import nexttoken
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from export_onnx import work_counts
+    finally:
+        sys.path.pop(0)
+    w = work_counts(model)
+    macs = lambda q, k: q * (w["block_macs_per_position"] + w["head_macs_per_position"]) \
+        + q * k * w["attention_macs_per_pair"]  # noqa: E731
+    runs, seen = [], set()  # (q, k) of each forward pass; which kinds of step the prompts gave
+    real = model.forward_unchecked
+
+    def recorded(input_ids, mask=None, *args, cache=None, **kwargs):
+        before = len(cache) if cache is not None else 0  # positions already in the cache
+        runs.append((input_ids.shape[1], before + input_ids.shape[1]))
+        return real(input_ids, mask, *args, cache=cache, **kwargs)
+
+    model.forward_unchecked = recorded
+    try:
+        for prompt in ("ROMEO:\n", "the " * 125):  # the second one outgrows the window
+            runs.clear()
+            ids = _encode(prompt)
+            out = nexttoken.generate(model, torch.tensor([ids]), 8, use_cache=True)[0].tolist()
+            for step, n in enumerate(range(len(ids), len(out))):
+                page = browser.execute_async_script(call.format("nexttokenDemo.work(arguments[0], arguments[1])"),
+                                                    n, step == 0)
+                q, k = runs[step]
+                T = min(n, model.config.context_length)
+                seen.add("prompt" if step == 0 else "past the window" if n > T else "one new position")
+                assert page["cache"]["q"] == q and page["cache"]["k"] == k, (prompt, n, page, runs[step])
+                assert page["cache"]["macs"] == macs(q, k) and page["none"]["macs"] == macs(T, T), (prompt, n, page)
+    finally:
+        del model.forward_unchecked  # the class's method again
+    assert seen == {"prompt", "one new position", "past the window"}, seen
 
 
 def _bytes_received(performance_log: list, base: str) -> int:
@@ -805,3 +1185,91 @@ def _bytes_received(performance_log: list, base: str) -> int:
         elif method == "Network.loadingFinished" and params.get("requestId") in ours:
             total += int(params.get("encodedDataLength", 0))
     return total
+
+
+@pytest.mark.browser
+def test_measure_live_page_reads_the_page(browser, site, server):
+    """scripts/measure_live_page.py's in-page measures, on the test's site: a run of three greedy steps,
+    its times positive and in order (the load within the time to the first token), and the files fetched
+    after the press exactly the live page's heavy ones (live.js comes with the page), every byte of them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("measure_live_page", ROOT / "scripts" / "measure_live_page.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    base, _ = server
+    prompt = "To be, or not"
+    want = _python_generate(_encode(prompt), 3)
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+    try:
+        r = script.measure(browser, urllib.parse.urljoin(base, script.PAGE), 3, prompt)
+    finally:
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+    assert r["steps"] == len(want) - len(_encode(prompt)) == 3, r
+    assert 0 < r["load_ms"] < r["first_token_ms"] and r["step_ms"] > 0, r
+    assert r["context"] == (len(_encode(prompt)), len(_encode(prompt)) + 2), r
+    pressed = [p for p in (site / "_static" / "live").iterdir() if p.name != "live.js"]  # live.js: with the page
+    assert sorted(name for name, _ in r["files"]) == sorted(p.name for p in pressed), r["files"]
+    assert r["after"] >= sum(p.stat().st_size for p in pressed) and r["before"] > 0, r
+
+
+PHONE = (375, 740)  # a small phone's screen, in CSS pixels
+
+FITS = """
+const W = window.innerWidth;
+const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0
+    && getComputedStyle(e).visibility !== 'hidden'; };
+const sticking = e => { const r = e.getBoundingClientRect(); return r.left < -0.5 || r.right > W + 0.5; };
+const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '');
+const controls = Array.from(document.querySelectorAll(
+    '#live-loop textarea, #live-loop input, #live-loop button, #live-loop label, #live-loop output'))
+    .filter(e => !e.closest('[hidden]'));  // the step's view is hidden until the first step
+return {
+  width: W, scale: window.visualViewport.scale, scroll_width: document.scrollingElement.scrollWidth,
+  wider: Array.from(document.querySelectorAll('#live-loop *')).filter(shown).filter(sticking).map(name),
+  hidden_controls: controls.filter(e => !shown(e)).map(name),
+  off_screen_controls: controls.filter(shown).filter(sticking).map(name),
+  controls: controls.length,
+  rows: document.querySelectorAll('#live-trace-body tr').length,
+};
+"""
+
+
+@pytest.mark.browser
+def test_live_page_fits_a_phone(browser, site, server):
+    """At a phone's width (375 x 740 as a phone shows it: the viewport meta honoured), after a run with the
+    attention view and the cache comparison open: the page does not scroll sideways, the browser did not zoom out to fit it, nothing
+    of the live page sticks out of the screen, and every control is shown, whole, on screen. Screenshots of
+    the page after the run at that width and at WINDOW's are saved."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = server
+    field = lambda name: browser.find_element(By.ID, name)  # noqa: E731
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE[0], "height": PHONE[1], "deviceScaleFactor": 2, "mobile": True})
+    try:
+        browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
+        browser.execute_async_script(WAIT_FOR_PAGE)
+        before = browser.execute_script(FITS)
+        # a prompt whose tokens run long ("<|endoftext|>" in the trace), a few steps, the attention view open
+        browser.execute_script("arguments[0].value = arguments[1]", field("live-prompt"),
+                               "JULIET:\nO Romeo, Romeo! wherefore art thou")
+        field("live-max").clear()
+        field("live-max").send_keys("6")
+        field("live-run").click()
+        WebDriverWait(browser, 120).until(lambda d: field("live-loop").get_attribute("data-state") == "done"
+                                          or field("live-status").text.startswith(("Error", "Loading failed")))
+        field("live-attention-toggle").click()
+        field("live-cache-toggle").click()
+        after = browser.execute_script(FITS)
+        _screenshot(browser, SCREENSHOTS / "live_loop__phone.png", PHONE, mobile=True, scale=2)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    _screenshot(browser, SCREENSHOTS / "live_loop__desktop.png")
+    assert after["rows"] > 0, field("live-status").text
+    for when, info in (("as opened", before), ("after a run", after)):
+        assert info["width"] == PHONE[0] and info["scale"] == 1, (when, info)  # not zoomed out to fit
+        assert info["scroll_width"] <= info["width"], (when, info)
+        assert not info["wider"], (when, info)
+        assert info["controls"] >= 15 and not info["hidden_controls"] and not info["off_screen_controls"], (when, info)
