@@ -1,7 +1,12 @@
-// The course's fixes to two of the theme's buttons (pydata-sphinx-theme 0.17), which the axe-core audit of
-// every page (tests/book/test_website.py) finds: rule label-content-name-mismatch, serious. A control's
-// accessible name must contain the text it shows, so that someone using speech input can say what they see.
-// Both buttons exist only with JavaScript (the theme hides them without it), so fixing them here is enough.
+// The course's fixes for what the axe-core audit of every page (tests/book/test_website.py) finds:
+// - two of the theme's buttons (pydata-sphinx-theme 0.17), rule label-content-name-mismatch, serious. A
+//   control's accessible name must contain the text it shows, so that someone using speech input can say
+//   what they see. Both buttons exist only with JavaScript (the theme hides them without it), so fixing them
+//   here is enough.
+// - the references page's entries (docutils writes each as role="doc-biblioentry" inside a role="list"),
+//   rule aria-required-children, critical: a list's children must be list items, and DPUB-ARIA 1.1
+//   deprecated doc-biblioentry in favour of listitem. Without JavaScript the old role stays, which screen
+//   readers still read as an entry of a list.
 // Jupyter Book adds every .js file in _static to each page.
 (() => {
   "use strict";
@@ -20,7 +25,12 @@
     button.setAttribute("aria-label", `Color mode: ${mode}`);
   }
 
+  function fixBibliography(entry) {
+    entry.setAttribute("role", "listitem");
+  }
+
   function fixAll() {
+    document.querySelectorAll('.citation-list[role="list"] > [role="doc-biblioentry"]').forEach(fixBibliography);
     document.querySelectorAll(".search-button-field[aria-label]").forEach(fixSearch);
     document.querySelectorAll(".theme-switch-button").forEach(fixColorMode);
   }
