@@ -285,7 +285,7 @@ def sample_with_logits_softmax_dim_1(model, input_ids, generator):
 # q5: greedy_trap (open)
 def _score(model, prompt, continuation):
     ids = torch.cat([prompt, continuation[None]], dim=1)
-    log_probs = torch.log_softmax(model(ids)[0, :-1], dim=-1)
+    log_probs = torch.log_softmax(model(ids)[0, :-1].detach(), dim=-1)
     return float(log_probs[prompt.shape[1] - 1:].gather(-1, continuation[:, None]).sum())
 
 

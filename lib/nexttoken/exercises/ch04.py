@@ -199,14 +199,9 @@ q4 = Task(
 )
 
 
-# q5 (debug): a classmate's next-token function, with two bugs the notebook shows as symptoms. The test
-# models are trained-style models left in training mode (dropout 0.3), as a model is after a training loop.
-
-def next_token_probs_broken(model, input_ids):
-    """The function the notebook hands out: it has two bugs."""
-    logits = model(input_ids)
-    return torch.softmax(logits[0, -1], dim=-1)
-
+# q5 (debug): a classmate's next-token function, with two bugs (the notebook hands it out, and its bank
+# tests/exercise_mutants/ch04.py holds it as `left_as_it_was`). The test models have dropout 0.3 and are
+# left in training mode, as a model is after a training loop.
 
 def _dropout_model(seed):
     return small_model(seed, dropout=0.3).train()

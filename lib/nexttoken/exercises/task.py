@@ -487,7 +487,7 @@ class Task:
             from . import held_out
         except ImportError:
             raise HeldOutMissing("this is a student build of nexttoken: it has no held-out test cases "
-                                 "(grade with the full package, without --held-out, or install it)") from None
+                                 "(grade without --held-out, or install the full package)") from None
         return held_out.cases_of(f"{self.chapter}.{self.name}")
 
     def graded_cases(self, held_out: bool = False) -> tuple[list[tuple], dict[int, str]]:
