@@ -21,7 +21,11 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
   recipe for fast generation);
 - CTranslate2 float32 (converted from the same transformers weights), when ``ctranslate2`` is
   installed (``pip install -e ".[bench]"``), in a worker process of its own: torch and CTranslate2
-  each bring an OpenMP runtime, and two in one process disturb each other.
+  each bring an OpenMP runtime, and two in one process disturb each other;
+- with ``--model smollm2``, llama.cpp (llama-cpp-python, when installed) on the GGUF file as stored:
+  a reference row, not a target. Its weights stay Q4_1 (about 5 bits each) and its kernels are its
+  own, so its tokens are counted against the float32 ones ("k/n agree") rather than required equal,
+  and it has its own bound: the file's tensor bytes per token at (b)'s bandwidth.
 
 Every contender's tokens are compared with the cached loop's (in bfloat16 a near-tie may go either way
 between two kernels, so there the run reports how many tokens agree instead of failing). Two bounds, from the bytes of weights
@@ -161,19 +165,19 @@ def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
     return total - table.numel() * table.element_size() + table[0].numel() * table.element_size()
 
 
-class CTranslate2Worker:
-    """bench/ctranslate2_worker.py in its own process: the same weights, converted there to float32."""
+class Worker:
+    """A contender in a process of its own (``bench/*_worker.py``), asked for one generation at a time.
 
-    def __init__(self, hf, threads: int, workdir: str):
-        transformers.utils.logging.disable_progress_bar()
-        hf.save_pretrained(workdir)  # safetensors and config.json, read back by the converter
+    CTranslate2 and llama.cpp each bring their own thread pool (OpenMP's), and two in one process can
+    disturb each other's timing (and the torch contenders'). The worker times its own generation."""
+
+    def __init__(self, script: str, *args):
         env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
-        self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("ctranslate2_worker.py")), workdir, str(threads)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script)), *map(str, args)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         ready = self.process.stdout.readline()
         if not ready:
-            raise SystemExit("the CTranslate2 worker failed to start (its error is above)")
+            raise SystemExit(f"the worker {script} failed to start (its error is above)")
         self.version = json.loads(ready)["ready"]
 
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> tuple[float, torch.Tensor]:
@@ -187,6 +191,21 @@ class CTranslate2Worker:
     def close(self):
         self.process.stdin.close()
         self.process.wait(timeout=60)
+
+
+def ctranslate2_worker(hf, threads: int, workdir: str) -> Worker:
+    """bench/ctranslate2_worker.py: the same weights, saved here, converted there to float32."""
+    transformers.utils.logging.disable_progress_bar()
+    hf.save_pretrained(workdir)  # safetensors and config.json, read back by the converter
+    return Worker("ctranslate2_worker.py", workdir, threads)
+
+
+def gguf_weight_bytes(path) -> int:
+    """The bytes of the GGUF file's tensors (Q4_1 blocks as stored, a few float32 norms): what llama.cpp
+    reads per new token (the tied embedding is read in full once, as the LM head)."""
+    import gguf
+
+    return sum(int(tensor.n_bytes) for tensor in gguf.GGUFReader(path).tensors)
 
 
 def first_difference(a: torch.Tensor, b: torch.Tensor) -> str:
@@ -247,6 +266,7 @@ def main():
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
+    parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out even if installed")
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2",
                         help="gpt2: GPT-2-small shape, random weights; smollm2: SmolLM2-135M-Instruct")
     parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
@@ -293,19 +313,38 @@ def main():
         hf_compiled.forward = torch.compile(hf_compiled.forward, mode="reduce-overhead", fullgraph=True)
         runs["  transformers, static cache, torch.compile"] = lambda k: hf_generate(
             k, model=hf_compiled, cache_implementation="static")
-    worker, skipped = None, None
+    workers, skipped = {}, {}  # contender name -> Worker; engine -> why it has no row
     workdir = tempfile.TemporaryDirectory()
     if args.no_ctranslate2:
-        skipped = "left out (--no-ctranslate2)"
+        skipped["CTranslate2 float32"] = "left out (--no-ctranslate2)"
     elif importlib.util.find_spec("ctranslate2") is None:
-        skipped = 'not installed (pip install -e ".[bench]")'
+        skipped["CTranslate2 float32"] = 'not installed (pip install -e ".[bench]")'
     elif device.type != "cpu":
-        skipped = "CPU only in this benchmark"
+        skipped["CTranslate2 float32"] = "CPU only in this benchmark"
     elif dtype != torch.float32:
-        skipped = "float32 only in this benchmark (its converted model)"
+        skipped["CTranslate2 float32"] = "float32 only in this benchmark (its converted model)"
     else:
-        worker = CTranslate2Worker(hf, torch.get_num_threads(), workdir.name)
-        runs[f"CTranslate2 {worker.version} float32"] = lambda k: worker.generate(prompt, k)
+        worker = ctranslate2_worker(hf, torch.get_num_threads(), workdir.name)
+        workers[f"CTranslate2 {worker.version} float32"] = worker
+    # llama.cpp: a reference row, not a target. It runs the GGUF file as stored (Q4_1 weights, its own
+    # kernels): another computation, so its tokens are counted against the float32 ones, not required equal.
+    gguf_path = None
+    if args.model != "smollm2":
+        skipped["llama.cpp Q4_1"] = "--model smollm2 only (the GGUF file is SmolLM2's)"
+    elif args.no_llama_cpp:
+        skipped["llama.cpp Q4_1"] = "left out (--no-llama-cpp)"
+    elif importlib.util.find_spec("llama_cpp") is None:
+        skipped["llama.cpp Q4_1"] = 'not installed (pip install -e ".[bench]" builds llama.cpp from source)'
+    elif device.type != "cpu":
+        skipped["llama.cpp Q4_1"] = "CPU only in this benchmark"
+    else:
+        from nexttoken.smollm2 import smollm2_path
+
+        gguf_path = smollm2_path()
+        worker = Worker("llama_cpp_worker.py", gguf_path, torch.get_num_threads(), prompt.shape[1] + n + 1)
+        workers[f"llama.cpp ({worker.version}) Q4_1"] = worker
+    for name, worker in workers.items():
+        runs[name] = lambda k, worker=worker: worker.generate(prompt, k)
 
     # The bandwidth probes: ~1 GB each on the full model (so caches do not help), far less in --tiny.
     probe_bytes = (1 << 24) if args.tiny else None
@@ -325,11 +364,11 @@ def main():
             warm_up[name], _ = seconds(lambda: fn(n), device)
             print(f"warm-up, {name.strip()}: {warm_up[name]:.1f} s", file=sys.stderr, flush=True)  # progress
         timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
-        if worker is not None:
-            timed[next(name for name in runs if name.startswith("CTranslate2"))].self_timed = True
+        for name in workers:
+            timed[name].self_timed = True
         timed.update({name: best_of_three(fn, device) for name, fn in probes.items()})
         times, results, loads = interleaved_rounds(timed, args.repeats, device)
-    if worker is not None:
+    for worker in workers.values():
         worker.close()
     workdir.cleanup()
 
@@ -346,7 +385,12 @@ def main():
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     speed = {name: [n / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(s) for name, s in speed.items()}
-    verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()}
+    quantized = [name for name in results if name.startswith("llama.cpp")]  # not required to agree
+    verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()
+                if name not in quantized}
+    for name in quantized:
+        verdicts[name] = (f"{agreement(results[PLAIN], results[name], prompt.shape[1])}/{n} new tokens "
+                          "agree before the first difference")
 
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
     print(f"model: {label}, {model.num_parameters() / 1e6:.1f}M parameters, {args.dtype}, batch 1, "
@@ -356,12 +400,13 @@ def main():
         spread = f"{median[name]:.2f} ({min(s):.2f}-{max(s):.2f})"
         print(f"  {name:30s} {spread:>26s} {median[name] / mv_bound:7.0%} {median[name] / products_bound:7.0%}  "
               f"{verdicts[name]}")
-    if skipped:
-        print(f"  {'CTranslate2 float32':30s} skipped: {skipped}")
-    print(f"same tokens from all of them: {all(v == 'same' for v in verdicts.values())}")
+    for engine, why in skipped.items():
+        print(f"  {engine:30s} skipped: {why}")
+    same = all(v == "same" for name, v in verdicts.items() if name not in quantized)
+    print(f"same tokens from all of them{' (float32 ones)' if quantized else ''}: {same}")
     if dtype != torch.float32:
         agree = {name: agreement(results[PLAIN], out, prompt.shape[1]) for name, out in results.items()
-                 if name != PLAIN}
+                 if name != PLAIN and name not in quantized}
         print(f"new tokens agreeing with {PLAIN}'s ({args.dtype}) before the first difference: "
               + ", ".join(f"{name.strip()} {a}/{n}" for name, a in agree.items()))
     print(f"weights read per token: {per_token / 1e6:.1f} MB")
@@ -374,6 +419,12 @@ def main():
     print(f"bound (c), the step's matrix-vector products alone ({n_linear} linear layers, "
           f"one row, {linear.__name__}), back to back: {products_seconds * 1e3:.1f} ms, "
           f"{products_bound:.2f} tokens/s (per-layer matrices of a few MB read slower than one 1 GiB matrix)")
+    if gguf_path is not None:
+        file_bytes = gguf_weight_bytes(gguf_path)
+        file_bound = mv_bandwidth / file_bytes
+        print(f"llama.cpp's own bound: the GGUF file's {file_bytes / 1e6:.1f} MB of tensors per token (Q4_1) at "
+              f"(b)'s {mv_bandwidth / 1e9:.1f} GB/s: {file_bound:.2f} tokens/s; "
+              + ", ".join(f"{name} at {median[name] / file_bound:.0%} of it" for name in quantized))
     print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
     for name in median:
@@ -383,6 +434,8 @@ def main():
     for name in median:
         if name.startswith("CTranslate2"):
             print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")
+            if args.compile:
+                print(f"fast path compiled / CTranslate2: {median['fast path, torch.compile'] / median[name]:.2f}x")
     if args.compile:
         state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
         print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "
@@ -393,7 +446,7 @@ def main():
     print("load average (1 min) before each round, then after the last: " + " ".join(f"{x:.2f}" for x in loads))
     print(f"disturbed rounds ({PLAIN} over {DISTURBED}x its median): "
           + (", ".join(map(str, disturbed)) + " -- rerun on a quiet machine" if disturbed else "none"))
-    if any(v != "same" for v in verdicts.values()) and dtype == torch.float32:
+    if not same and dtype == torch.float32:
         raise SystemExit("the contenders disagree on the tokens")
 
 

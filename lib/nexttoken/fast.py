@@ -46,7 +46,7 @@ def lay_out_for_cpu(model: nn.Module) -> nn.Module:
 
 
 class StaticCache:
-    """Keys and values of every layer in one buffer allocated once, as long as the context window.
+    """Keys and values of every layer in buffers allocated once, as long as the context window.
 
     The model's blocks write into it as into a ``KVCache``, through ``extend`` (the cache owns its
     update, as gpt-fast's ``KVCache.update`` does), but it never reallocates: a step only writes its
@@ -58,7 +58,7 @@ class StaticCache:
 
     def __init__(self):
         self.length = 0  # positions cached before the current forward pass (every layer's start)
-        self.keys = self.values = None  # (n_layers, B, kv heads, context_length, head_dim), at the first step
+        self.keys = self.values = None  # per layer: (B, kv heads, context_length, head_dim), at the first step
         self.key_is_token = None  # bool (B, context_length): False at a padding slot
         self.padded = False  # whether any row has padding (then attention needs a mask at every step)
         self.real_tokens = None  # int64 (B,): real tokens cached per row = the next token's position
@@ -67,16 +67,25 @@ class StaticCache:
         return self.length
 
     def allocate(self, config, batch: int, like: torch.Tensor) -> None:
-        shape = (config.n_layers, batch, config.n_kv_heads, config.context_length, config.head_dim)
-        self.keys, self.values = like.new_empty(shape), like.new_empty(shape)
+        # One buffer per layer, not one for all: a layer's write then touches its own tensor only (below).
+        shape = (batch, config.n_kv_heads, config.context_length, config.head_dim)
+        self.keys = [like.new_empty(shape) for _ in range(config.n_layers)]
+        self.values = [like.new_empty(shape) for _ in range(config.n_layers)]
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Write the new positions' keys and values (B, kv heads, T_new, head_dim) in place; return all
-        of this layer's (views of the buffer, no copy)."""
+        of this layer's (views of the buffer, no copy).
+
+        Written with ``index_copy_`` at the new positions, not by assigning to a slice: under
+        ``torch.compile`` a slice assignment into a cache buffer became a copy of the whole buffer
+        (every layer's, at every layer of every step: seen with ``TORCH_LOGS=output_code``, torch 2.13),
+        which made the compiled fast path slower than the eager one; ``index_copy_`` stays in place."""
         end = self.length + k.shape[2]
-        self.keys[layer, :, :, self.length:end] = k
-        self.values[layer, :, :, self.length:end] = v
-        return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
+        where = torch.arange(self.length, end, device=k.device)
+        keys, values = self.keys[layer], self.values[layer]
+        keys.index_copy_(2, where, k)
+        values.index_copy_(2, where, v)
+        return keys[:, :, :end], values[:, :, :end]
 
 
 def torch_linear(module: nn.Linear, x):
@@ -93,10 +102,30 @@ def onednn_linear(module: nn.Module, x):
     Same weights, read in place: nothing is copied. The sums run in another order, so the last
     bits of the logits may differ from ``module(x)``'s, as between any two matmul kernels. The op
     has no gradient: with gradients on, this is ``F.linear``, what ``nn.Linear`` computes.
+    Inside ``torch.compile`` it is the opaque op ``nexttoken::onednn_linear`` (below).
     """
     if torch.is_grad_enabled() and module.weight.requires_grad:
         return F.linear(x, module.weight, module.bias)
+    if torch.compiler.is_compiling():
+        return torch.ops.nexttoken.onednn_linear(x, module.weight, module.bias)
     return torch.ops.mkldnn._linear_pointwise(x, module.weight, module.bias, "none", [None], "")
+
+
+# The compiler cannot lower oneDNN's op itself (torch 2.13: a LoweringException, observed), so a
+# compiled graph would fall back to nn.Linear's MKL products, slower here. Registered as an op of our
+# own, with its output's shape for the compiler, it stays one call the graph makes, as in eager mode.
+# (torch.library.define and impl rather than the @custom_op decorator: on the 2-core development
+# machine the decorator's call cost more, a compiled SmolLM2 step 1.09x the eager one against 1.23x.)
+if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+    torch.library.define("nexttoken::onednn_linear", "(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
+
+    @torch.library.impl("nexttoken::onednn_linear", "cpu")
+    def _onednn_linear_op(x, weight, bias):
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [None], "")
+
+    @torch.library.register_fake("nexttoken::onednn_linear")
+    def _onednn_linear_shape(x, weight, bias):
+        return x.new_empty((*x.shape[:-1], weight.shape[0]))
 
 
 class OneDNNLinear(nn.Module):
@@ -144,12 +173,12 @@ class Prepared:
         self.model = model
         self.config = model.config
         self.linear = onednn_linear if onednn else torch_linear
-        self.runner = with_onednn_linears(model) if onednn else model  # what the eager path runs
+        self.runner = with_onednn_linears(model) if onednn else model  # what the layers run, compiled or not
         self.generate = functools.partial(generate, self)  # prepared.generate(ids, n, eos_token_id=...)
         # Compiled, the layers become a graph per prompt length and one for the one-token step (dynamic
-        # shapes, so that a growing cache does not recompile it). The graph is given the model itself:
-        # its nn.Linear layers, whose matmul the compiler picks (with torch 2.13 it cannot lower
-        # oneDNN's op when given it: observed, a LoweringException).
+        # shapes, so that a growing cache does not recompile it); the compiler fuses the small operations
+        # between the products (norms, residual adds, rotary turns, cache writes), and each product is
+        # one call, oneDNN's where ``onednn`` (through ``nexttoken::onednn_linear``).
         self.layers = torch.compile(run_layers, dynamic=True) if compile else run_layers
         self.compiled = compile
 
@@ -165,7 +194,7 @@ class Prepared:
         if not self.compiled:
             return run_layers(self.runner, *args)
         try:
-            return self.layers(self.model, *args)
+            return self.layers(self.runner, *args)
         except Exception as error:  # no C++ compiler, an unsupported platform...: run eagerly instead
             # (a bug of our own would fail the eager call below too, so it is not hidden)
             warnings.warn(f"torch.compile failed ({type(error).__name__}: {str(error)[:200]}); "

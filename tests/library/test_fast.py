@@ -1,6 +1,7 @@
 """nexttoken.fast.prepare: the fast path gives the plain loop's tokens (no timing here: see bench/)."""
 
 import random
+import warnings
 
 import pytest
 import torch
@@ -156,9 +157,10 @@ def test_compile_must_be_a_bool():
         prepare(tiny_model(0), compile="yes")
 
 
-def test_a_compiled_graph_is_given_the_model_itself_not_the_onednn_twin(monkeypatch):
-    """The compiler cannot lower oneDNN's op (torch 2.13): the compiled layers run the model itself,
-    whose linear layers are nn.Linear."""
+@pytest.mark.parametrize("onednn", [None, False], ids=["default", "torch-matmul"])
+def test_a_compiled_graph_runs_the_same_layers_as_the_eager_path(monkeypatch, onednn):
+    """The compiled layers are given what the eager path runs: the oneDNN twin where oneDNN applies
+    (its products are then the opaque op nexttoken::onednn_linear), the model itself otherwise."""
     seen = []
 
     def recording_compile(fn, **kwargs):
@@ -170,9 +172,40 @@ def test_a_compiled_graph_is_given_the_model_itself_not_the_onednn_twin(monkeypa
     monkeypatch.setattr(torch, "compile", recording_compile)
     model = tiny_model(0)
     ids = torch.tensor([[1, 2, 3]])
-    prepared = prepare(model, compile=True)
+    prepared = prepare(model, compile=True, onednn=onednn)
     assert prepared.generate(ids, 4).tolist() == generate(model, ids, 4).tolist()
-    assert seen and all(m is model for m in seen)
+    assert seen and all(m is prepared.runner for m in seen)
+    uses_onednn = onednn is None and nexttoken.fast.can_use_onednn(model)
+    assert (prepared.runner is model) != uses_onednn
+
+
+def test_the_compilers_view_of_the_onednn_op_is_registered_correctly():
+    """torch.library.opcheck: the op's schema, its shape function for the compiler (register_fake)
+    and its results agree, for a row, a prompt's rows and a layer without bias."""
+    if not nexttoken.fast.can_use_onednn(tiny_model(0)):
+        pytest.skip("this PyTorch has no oneDNN linear op")
+    torch.manual_seed(0)
+    weight, bias = torch.randn(40, 16), torch.randn(40)
+    for x, b in ((torch.randn(1, 1, 16), bias), (torch.randn(2, 5, 16), bias), (torch.randn(3, 16), None)):
+        torch.library.opcheck(torch.ops.nexttoken.onednn_linear.default, (x, weight, b))
+        assert torch.allclose(torch.ops.nexttoken.onednn_linear(x, weight, b),
+                              torch.nn.functional.linear(x, weight, b), atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
+def test_really_compiled_it_gives_the_plain_loops_tokens_without_falling_back():
+    """A real torch.compile (about a minute on 2 cores): the prompt's graph and the step's, the cache
+    written in place by index_copy_, oneDNN as the opaque op; no fallback warning."""
+    torch._dynamo.reset()
+    model = tiny_model(3, n_layer=2)
+    ids, mask = left_padded_batch(random.Random(3), 2, 61, pad=60)
+    prepared = prepare(model, compile=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the fallback's warning would fail the test
+        out = prepared.generate(ids, 6, attention_mask=mask)
+    assert prepared.compiled
+    assert out.tolist() == generate(model, ids, 6, attention_mask=mask).tolist()
 
 
 def test_the_onednn_twin_shares_every_parameter_and_leaves_the_model_alone():
