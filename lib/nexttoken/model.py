@@ -348,5 +348,8 @@ class Decoder(nn.Module):
         if self.position_embedding is not None:
             x = x + self.position_embedding(positions)
         else:
-            rotary = rotary_angles(positions, self.config.head_dim, self.config.rope_theta)
+            # angles in float32 (positions up to thousands), then in the model's dtype, as transformers
+            # does: a float32 cos would turn bfloat16 queries and keys into float32 ones
+            cos, sin = rotary_angles(positions, self.config.head_dim, self.config.rope_theta)
+            rotary = cos.to(x.dtype), sin.to(x.dtype)
         return self.dropout(x), rotary

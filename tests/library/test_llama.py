@@ -189,3 +189,19 @@ def test_explicit_and_fused_grouped_attention_agree():
         explicit, weights = model(x, return_attention=True)
         assert weights[0].shape == (1, 6, 6, 6)  # one row of weights per query head
         assert torch.allclose(explicit, model(x), atol=1e-5)
+
+
+def test_a_rotary_model_runs_in_bfloat16_as_transformers_does():
+    """The rotary angles are computed in float32 and applied in the model's dtype (a float32 cos once
+    turned bfloat16 queries and keys into float32 ones, and attention refused the mix)."""
+    hf = random_hf_llama(1, n_head=6, n_kv_head=2)
+    model = nexttoken.from_hf_llama(hf).to(torch.bfloat16)
+    hf = hf.to(torch.bfloat16)
+    x = torch.randint(61, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits = model(x)
+        assert logits.dtype == torch.bfloat16
+        assert torch.allclose(logits.float(), hf(x).logits.float(), atol=0.1)  # bfloat16 rounding
+    ours = generate(model, x, 6)
+    assert ours.shape == (2, 18)
+    assert nexttoken.fast.prepare(model).generate(x, 6).tolist() == ours.tolist()
