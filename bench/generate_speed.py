@@ -403,7 +403,7 @@ def main():
     for engine, why in skipped.items():
         print(f"  {engine:30s} skipped: {why}")
     same = all(v == "same" for name, v in verdicts.items() if name not in quantized)
-    print(f"same tokens from all of them{' (float32 ones)' if quantized else ''}: {same}")
+    print(f"same tokens from all of them{' (llama.cpp aside)' if quantized else ''}: {same}")
     if dtype != torch.float32:
         agree = {name: agreement(results[PLAIN], out, prompt.shape[1]) for name, out in results.items()
                  if name != PLAIN and name not in quantized}
