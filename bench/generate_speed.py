@@ -4,6 +4,7 @@
     .venv/bin/python bench/generate_speed.py --model smollm2  # SmolLM2-135M-Instruct, the real weights
     .venv/bin/python bench/generate_speed.py --tiny           # a seconds-long smoke run of the same code
     .venv/bin/python bench/generate_speed.py --device cuda --dtype bfloat16   # on a GPU, in bfloat16
+    .venv/bin/python bench/generate_speed.py --device cuda --compile --fixed-shapes   # + CUDA graphs (gpt-fast's)
 
 One run, one machine: a GPT-2-small-shaped model with random weights (float32, batch 1, a 16-token
 prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float32 or bfloat16
@@ -14,7 +15,9 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
 - the fast path, ``nexttoken.fast.prepare(model).generate`` (on CPU its linear layers run oneDNN's
   matmul), the same with ``nn.Linear``'s own matmul (``onednn=False``) on plain and laid-out weights,
   and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
-  is printed);
+  is printed); with ``--fixed-shapes`` also ``prepare(model, fixed_shapes=True)`` (every step attends over
+  the whole window, masked), and with both, that step compiled once with ``mode="reduce-overhead"``,
+  which a GPU records as a CUDA graph (gpt-fast's recipe);
 - transformers' ``generate`` with its cache (the model the weights come from), and with its static
   cache (``cache_implementation="static"``; with ``--compile`` also its forward under
   ``torch.compile(mode="reduce-overhead")``, which records CUDA graphs on a GPU: transformers' own
@@ -265,6 +268,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="rounds (each runs every contender once)")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
+    parser.add_argument("--fixed-shapes", action="store_true",
+                        help="add the fast path with fixed_shapes=True (and compiled, with --compile: CUDA graphs "
+                             "on a GPU); on a CPU its steps read the whole window")
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
     parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out even if installed")
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2",
@@ -313,6 +319,12 @@ def main():
         hf_compiled.forward = torch.compile(hf_compiled.forward, mode="reduce-overhead", fullgraph=True)
         runs["  transformers, static cache, torch.compile"] = lambda k: hf_generate(
             k, model=hf_compiled, cache_implementation="static")
+    if args.fixed_shapes:
+        fixed = nexttoken.fast.prepare(model, fixed_shapes=True)
+        runs["fast path, fixed shapes"] = lambda k: fixed.generate(prompt, k)
+        if args.compile:  # gpt-fast's recipe: the step compiled once, mode="reduce-overhead" (CUDA graphs)
+            fixed_compiled = nexttoken.fast.prepare(model, compile=True, fixed_shapes=True)
+            runs["  same, torch.compile"] = lambda k: fixed_compiled.generate(prompt, k)
     workers, skipped = {}, {}  # contender name -> Worker; engine -> why it has no row
     workdir = tempfile.TemporaryDirectory()
     if args.no_ctranslate2:

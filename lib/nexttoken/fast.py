@@ -54,9 +54,16 @@ class StaticCache:
     count of real tokens, so that a one-token step needs neither the whole attention mask nor a
     cumulative sum over it. Its memory is the full window's from the start:
     n_layers * 2 * B * n_kv_heads * context_length * head_dim floats (75 MB per row for GPT-2 small).
+
+    ``fixed_shapes=True``: a one-token step attends over the whole buffer, its unwritten slots masked,
+    so that every step has the same shapes (what a CUDA graph replays; see ``prepare``).
     """
 
-    def __init__(self):
+    def __init__(self, fixed_shapes: bool = False, kept: dict | None = None):
+        self.fixed_shapes = fixed_shapes
+        self.kept = kept  # buffers to reuse, by (batch, dtype, device): a CUDA graph replays fixed addresses
+        self.write_at = None  # int64 (T,): the positions this forward pass writes (set by fast_run)
+        self.whole_window = False  # whether this pass's attention reads every slot (fixed shapes, a step)
         self.length = 0  # positions cached before the current forward pass (every layer's start)
         self.keys = self.values = None  # per layer: (B, kv heads, context_length, head_dim), at the first step
         self.key_is_token = None  # bool (B, context_length): False at a padding slot
@@ -67,10 +74,22 @@ class StaticCache:
         return self.length
 
     def allocate(self, config, batch: int, like: torch.Tensor) -> None:
+        where = (batch, like.dtype, like.device)
+        if self.kept is not None and where in self.kept:  # an earlier generation's: its slots are masked
+            self.keys, self.values = self.kept[where]
+            return
         # One buffer per layer, not one for all: a layer's write then touches its own tensor only (below).
+        # With fixed shapes a step reads every slot, masked: zeros, since a NaN left in fresh memory would
+        # pass through the mask (its weight is 0, but 0 * NaN is NaN).
+        new = like.new_zeros if self.fixed_shapes else like.new_empty
         shape = (batch, config.n_kv_heads, config.context_length, config.head_dim)
-        self.keys = [like.new_empty(shape) for _ in range(config.n_layers)]
-        self.values = [like.new_empty(shape) for _ in range(config.n_layers)]
+        self.keys = [new(shape) for _ in range(config.n_layers)]
+        self.values = [new(shape) for _ in range(config.n_layers)]
+        if self.kept is not None:
+            if like.is_cuda:  # written in place by the recorded step: the graph must own these addresses
+                for buffer in self.keys + self.values:
+                    torch._dynamo.mark_static_address(buffer)
+            self.kept[where] = (self.keys, self.values)
 
     def extend(self, layer: int, k: torch.Tensor, v: torch.Tensor):
         """Write the new positions' keys and values (B, kv heads, T_new, head_dim) in place; return all
@@ -79,12 +98,15 @@ class StaticCache:
         Written with ``index_copy_`` at the new positions, not by assigning to a slice: under
         ``torch.compile`` a slice assignment into a cache buffer became a copy of the whole buffer
         (every layer's, at every layer of every step: seen with ``TORCH_LOGS=output_code``, torch 2.13),
-        which made the compiled fast path slower than the eager one; ``index_copy_`` stays in place."""
-        end = self.length + k.shape[2]
-        where = torch.arange(self.length, end, device=k.device)
+        which made the compiled fast path slower than the eager one; ``index_copy_`` stays in place.
+        The positions are a tensor (``write_at``), not the Python int ``length``, so that with fixed
+        shapes a compiled step does not depend on how long the cache is (one graph for every step)."""
         keys, values = self.keys[layer], self.values[layer]
-        keys.index_copy_(2, where, k)
-        values.index_copy_(2, where, v)
+        keys.index_copy_(2, self.write_at, k)
+        values.index_copy_(2, self.write_at, v)
+        if self.whole_window:  # every slot: those not written yet are masked out (fast_run's mask)
+            return keys, values
+        end = self.length + k.shape[2]
         return keys[:, :, :end], values[:, :, :end]
 
 
@@ -169,8 +191,10 @@ class Prepared:
     path's too.
     """
 
-    def __init__(self, model: Decoder, compile: bool = False, onednn: bool = False):
+    def __init__(self, model: Decoder, compile: bool = False, onednn: bool = False, fixed_shapes: bool = False):
         self.model = model
+        self.fixed_shapes = fixed_shapes
+        self.kept = {}  # with fixed shapes: the cache buffers, kept between generations
         self.config = model.config
         self.linear = onednn_linear if onednn else torch_linear
         self.runner = with_onednn_linears(model) if onednn else model  # what the layers run, compiled or not
@@ -179,11 +203,19 @@ class Prepared:
         # shapes, so that a growing cache does not recompile it); the compiler fuses the small operations
         # between the products (norms, residual adds, rotary turns, cache writes), and each product is
         # one call, oneDNN's where ``onednn`` (through ``nexttoken::onednn_linear``).
-        self.layers = torch.compile(run_layers, dynamic=True) if compile else run_layers
+        # With fixed shapes only the one-token step is compiled, with static shapes and
+        # mode="reduce-overhead" (on CUDA: the step recorded once as a CUDA graph and replayed, as
+        # gpt-fast's decode step); the prompt, whose length varies, runs eagerly.
+        if compile and fixed_shapes:
+            self.layers = torch.compile(run_layers, dynamic=False, mode="reduce-overhead")
+        else:
+            self.layers = torch.compile(run_layers, dynamic=True) if compile else run_layers
         self.compiled = compile
 
     def new_cache(self) -> StaticCache:
-        return StaticCache()
+        # With fixed shapes the buffers are kept from one generation to the next (one window per batch
+        # size): a CUDA graph replays the addresses it recorded.
+        return StaticCache(self.fixed_shapes, self.kept if self.fixed_shapes else None)
 
     def forward_unchecked(self, input_ids, attention_mask=None, *, cache: StaticCache | None = None):
         return fast_run(self.model, input_ids, attention_mask, cache, self.call_layers)
@@ -191,7 +223,8 @@ class Prepared:
     run = forward_unchecked  # the name Decoder's had until this release
 
     def call_layers(self, *args):
-        if not self.compiled:
+        cache = args[-1]
+        if not self.compiled or (self.fixed_shapes and not (cache is not None and cache.whole_window)):
             return run_layers(self.runner, *args)
         try:
             return self.layers(self.runner, *args)
@@ -203,7 +236,8 @@ class Prepared:
             return run_layers(self.runner, *args)
 
 
-def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -> Prepared:
+def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None,
+            fixed_shapes: bool = False) -> Prepared:
     """The opt-in fast path: ``prepare(model).generate(input_ids, max_new_tokens, ...)``.
 
     Same arguments, same checks and the same tokens as ``nexttoken.generate(model, ...)``, for every
@@ -220,6 +254,13 @@ def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -
     call compiles them, for minutes; where compiling fails, it warns and runs eagerly. Its floats may
     differ from the eager ones in the last bits (fused kernels), so a near-tie could pick another token:
     the eager fast path is the one tested to give the plain loop's tokens.
+
+    ``fixed_shapes=True`` makes every one-token step the same shapes: its attention reads the cache's
+    whole window (context_length slots), the slots not written yet masked, instead of the positions
+    written so far. That is more work per step (on a CPU, much more for a long window), and what a
+    CUDA graph needs: with ``compile=True`` the step is compiled once, with
+    ``mode="reduce-overhead"``, which on CUDA records it as a graph and replays it (gpt-fast's recipe).
+    Same tokens (tested on the CPU, eager and compiled).
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
@@ -227,10 +268,12 @@ def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None) -
         raise TypeError(f"compile must be True or False, got {compile!r}")
     if onednn not in (None, True, False):
         raise TypeError(f"onednn must be None, True or False, got {onednn!r}")
+    if not isinstance(fixed_shapes, bool):
+        raise TypeError(f"fixed_shapes must be True or False, got {fixed_shapes!r}")
     if onednn and not can_use_onednn(model):
         raise ValueError("onednn=True needs a float32 model on the CPU and a PyTorch built with oneDNN "
                          f"(torch.backends.mkldnn.is_available() is {torch.backends.mkldnn.is_available()})")
-    return Prepared(model, compile, can_use_onednn(model) if onednn is None else onednn)
+    return Prepared(model, compile, can_use_onednn(model) if onednn is None else onednn, fixed_shapes)
 
 
 def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None, layers=None):
@@ -268,10 +311,18 @@ def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache 
         else:
             cache.real_tokens = cache.real_tokens + T
         key_is_token = cache.key_is_token[:, :end]
+        cache.write_at = torch.arange(past, end, device=input_ids.device)
+        cache.whole_window = cache.fixed_shapes and past > 0 and T == 1
 
     # Which keys each query may see: None (every key: one new token, no padding) or a bool mask.
     mask = None
-    if padded:
+    if cache is not None and cache.whole_window:  # every slot of the window: those written so far
+        written = torch.arange(config.context_length, device=input_ids.device) < end
+        mask = (cache.key_is_token & written)[:, None, None, :]  # (B, 1, 1, context_length)
+        # The step's ids are a view of the growing sequence, whose stride changes every step: a copy of
+        # their own keeps the step's inputs the same (a compiled graph would otherwise recompile)
+        input_ids = input_ids.clone(memory_format=torch.contiguous_format)  # (clone alone keeps the stride)
+    elif padded:
         mask = key_is_token[:, None, None, :]  # (B, 1, 1, keys)
         if T > 1:
             mask = mask & causal_mask(T, past, device=input_ids.device)

@@ -63,6 +63,13 @@ def test_generate_speed_runs_in_bfloat16_and_counts_agreeing_tokens():
         assert re.search(r"CTranslate2 float32 +skipped: float32 only", out)
 
 
+def test_generate_speed_runs_the_fixed_shape_fast_path():
+    """--fixed-shapes (what a GPU run with CUDA graphs uses), eagerly here: its row, the same tokens."""
+    out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--fixed-shapes")
+    assert re.search(r"fast path, fixed shapes .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M)
+    assert "same tokens from all of them: True" in out
+
+
 def test_weight_layout_runs_in_tiny_mode():
     assert "of the bound" in run_bench("weight_layout.py", "--tiny", "--rounds", "1")
 

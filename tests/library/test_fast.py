@@ -194,13 +194,15 @@ def test_the_compilers_view_of_the_onednn_op_is_registered_correctly():
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
-def test_really_compiled_it_gives_the_plain_loops_tokens_without_falling_back():
-    """A real torch.compile (about a minute on 2 cores): the prompt's graph and the step's, the cache
-    written in place by index_copy_, oneDNN as the opaque op; no fallback warning."""
+@pytest.mark.parametrize("fixed_shapes", [False, True], ids=["growing", "fixed"])
+def test_really_compiled_it_gives_the_plain_loops_tokens_without_falling_back(fixed_shapes):
+    """A real torch.compile (seconds to a minute on 2 cores): the prompt's graph and the step's, or with
+    fixed shapes the step's alone (mode="reduce-overhead"), the cache written in place by index_copy_,
+    oneDNN as the opaque op; no fallback warning."""
     torch._dynamo.reset()
     model = tiny_model(3, n_layer=2)
     ids, mask = left_padded_batch(random.Random(3), 2, 61, pad=60)
-    prepared = prepare(model, compile=True)
+    prepared = prepare(model, compile=True, fixed_shapes=fixed_shapes)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the fallback's warning would fail the test
         out = prepared.generate(ids, 6, attention_mask=mask)
@@ -238,3 +240,81 @@ def test_the_fast_path_runs_the_models_own_blocks(monkeypatch):
     monkeypatch.setattr(type(model.blocks[0]), "forward", counting)
     prepare(model, onednn=False).generate(torch.tensor([[1, 2, 3]]), 3)
     assert calls == [model.blocks[0], model.blocks[1]] * 3  # the prompt, then two one-token steps
+
+
+# --- fixed shapes: every one-token step attends over the whole window, masked (what a CUDA graph needs)
+
+def rope_gqa_model(seed=0):
+    torch.manual_seed(seed)
+    config = nexttoken.DecoderConfig(vocab_size=50, context_length=20, d_model=32, n_layers=2, n_heads=4,
+                                     n_kv_heads=2, norm="rmsnorm", mlp="swiglu", bias=False, positions="rope",
+                                     tie_embeddings=False)
+    model = nexttoken.Decoder(config).eval()
+    for p in model.parameters():
+        p.data.normal_(0, 0.3)
+    return model
+
+
+@pytest.mark.parametrize("onednn", [None, False], ids=["default", "torch-matmul"])
+@pytest.mark.parametrize("seed, batch_size", [(s, b) for s in range(3) for b in (1, 2, 4)])
+def test_fixed_shapes_give_the_plain_loops_tokens(seed, batch_size, onednn):
+    """Left padding, a GPT-2 block and a rotary grouped-query one, the window crossed (16 and 20 slots,
+    up to 8 + 24 tokens), two generations in a row on the same buffers."""
+    rng = random.Random(seed * 10 + batch_size)
+    for model in (tiny_model(seed, n_positions=16), rope_gqa_model(seed)):
+        vocab = model.config.vocab_size
+        fast = prepare(model, onednn=onednn, fixed_shapes=True)
+        for n in (5, 24):  # the second crosses the window; both reuse the kept buffers
+            ids, mask = left_padded_batch(rng, batch_size, vocab, pad=vocab - 1)
+            expected = generate(model, ids, n, attention_mask=mask)
+            assert fast.generate(ids, n, attention_mask=mask).tolist() == expected.tolist()
+        assert len(fast.kept) == 1  # one window of buffers for this batch size, reused
+
+
+def test_fixed_shapes_with_eos_zero_steps_and_a_step_that_fills_the_window_exactly():
+    model = tiny_model(4, n_positions=16)
+    fast = prepare(model, fixed_shapes=True)
+    ids, mask = left_padded_batch(random.Random(4), 3, 61, pad=0)
+    free = generate(model, ids, 10, attention_mask=mask)[:, ids.shape[1]:]
+    eos = [int(free[0, 2]), int(free[1, 5])]
+    expected = generate(model, ids, 10, attention_mask=mask, eos_token_id=eos, pad_token_id=59)
+    assert fast.generate(ids, 10, attention_mask=mask, eos_token_id=eos, pad_token_id=59).tolist() == \
+        expected.tolist()
+    assert fast.generate(ids, 0, attention_mask=mask).tolist() == ids.tolist()
+    one = torch.tensor([[3, 1, 4, 1]])  # 4 + 12 = 16: the last step writes the window's last slot
+    assert fast.generate(one, 12).tolist() == generate(model, one, 12).tolist()
+    with pytest.raises(TypeError, match="fixed_shapes must be True or False"):
+        prepare(model, fixed_shapes=1)
+
+
+def counting_compile(counter):
+    """torch.compile with dynamo's CompileCounter as the backend (no C++ compiler, seconds): it counts
+    the graphs compiled, and runs each as traced."""
+    real = torch.compile
+
+    def compile_(fn, **kwargs):
+        kwargs.pop("mode", None)  # a backend and a mode are exclusive
+        return real(fn, backend=counter, **kwargs)
+    return compile_
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
+@pytest.mark.parametrize("fixed_shapes", [False, True], ids=["growing", "fixed"])
+def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed_shapes):
+    """Dynamic shapes (the default): one graph for the prompt, one for every step; fixed shapes: one
+    graph, the step's (the prompt runs eagerly), also for a second generation on the kept buffers."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    monkeypatch.setattr(torch, "compile", counting_compile(counter))
+    model = tiny_model(5, n_positions=32)
+    fast = prepare(model, compile=True, onednn=False, fixed_shapes=fixed_shapes)
+    ids = torch.tensor([[7, 3, 9, 1]])
+    assert fast.generate(ids, 10).tolist() == generate(model, ids, 10).tolist()
+    assert fast.compiled
+    assert counter.frame_count == (1 if fixed_shapes else 2)
+    if fixed_shapes:
+        other = torch.tensor([[2, 8, 1, 8, 2, 8]])  # another prompt length, the same step shapes
+        assert fast.generate(other, 6).tolist() == generate(model, other, 6).tolist()
+        assert counter.frame_count == 1
