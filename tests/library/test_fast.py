@@ -136,7 +136,7 @@ def test_training_mode_with_dropout_is_refused():
 
 
 def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
-    """compile=True is never compiled here (minutes of warm-up): a compiler that fails stands in for it."""
+    """A compiler that fails stands in for a machine without one (the real compile: the slow test below)."""
     def broken_compile(fn, **kwargs):
         def compiled(*args, **kwargs):
             raise RuntimeError("no C++ compiler found")
