@@ -138,7 +138,14 @@ def onednn_linear(module: nn.Module, x):
 # own, with its output's shape for the compiler, it stays one call the graph makes, as in eager mode.
 # (torch.library.define and impl rather than the @custom_op decorator: on the 2-core development
 # machine the decorator's call cost more, a compiled SmolLM2 step 1.09x the eager one against 1.23x.)
-if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+def _has_our_op() -> bool:  # already registered: this module imported again (importlib.reload)
+    try:
+        return hasattr(torch.ops.nexttoken, "onednn_linear")
+    except (AttributeError, RuntimeError):
+        return False
+
+
+if hasattr(torch.ops.mkldnn, "_linear_pointwise") and not _has_our_op():
     torch.library.define("nexttoken::onednn_linear", "(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
 
     @torch.library.impl("nexttoken::onednn_linear", "cpu")
@@ -261,7 +268,8 @@ def prepare(model: Decoder, compile: bool = False, onednn: bool | None = None,
     written so far. That is more work per step (on a CPU, much more for a long window), and what a
     CUDA graph needs: with ``compile=True`` the step is compiled once, with
     ``mode="reduce-overhead"``, which on CUDA records it as a graph and replays it (gpt-fast's recipe).
-    Same tokens (tested on the CPU, eager and compiled).
+    Same tokens (tested on the CPU, eager and compiled). The cache's buffers are then kept by the
+    prepared model between generations (one window per batch size), so run one generation at a time.
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
