@@ -15,7 +15,8 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
 - the fast path, ``nexttoken.fast.prepare(model).generate`` (on CPU its linear layers run oneDNN's
   matmul), the same with ``nn.Linear``'s own matmul (``onednn=False``) on plain and laid-out weights,
   and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
-  is printed); with ``--fixed-shapes`` also ``prepare(model, fixed_shapes=True)`` (every step attends over
+  is printed), with ``--autotune`` also ``prepare(model, compile="max-autotune")`` (the compiler times
+  its own C++ matrix kernels against the libraries'); with ``--fixed-shapes`` also ``prepare(model, fixed_shapes=True)`` (every step attends over
   the whole window, masked), and with both, that step compiled once with ``mode="reduce-overhead"``,
   which a GPU records as a CUDA graph (gpt-fast's recipe);
 - transformers' ``generate`` with its cache (the model the weights come from), and with its static
@@ -268,6 +269,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=5, help="rounds (each runs every contender once)")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
+    parser.add_argument("--autotune", action="store_true",
+                        help="add the fast path with compile='max-autotune' (about 5 minutes of warm-up on SmolLM2)")
     parser.add_argument("--fixed-shapes", action="store_true",
                         help="add the fast path with fixed_shapes=True (and compiled, with --compile: CUDA graphs "
                              "on a GPU); on a CPU its steps read the whole window")
@@ -319,6 +322,9 @@ def main():
         hf_compiled.forward = torch.compile(hf_compiled.forward, mode="reduce-overhead", fullgraph=True)
         runs["  transformers, static cache, torch.compile"] = lambda k: hf_generate(
             k, model=hf_compiled, cache_implementation="static")
+    if args.autotune:  # the compiler times its own C++ matrix kernels against the libraries', per matrix
+        autotuned = nexttoken.fast.prepare(model, compile="max-autotune")
+        runs["fast path, max-autotune"] = lambda k: autotuned.generate(prompt, k)
     if args.fixed_shapes:
         fixed = nexttoken.fast.prepare(model, fixed_shapes=True)
         runs["fast path, fixed shapes"] = lambda k: fixed.generate(prompt, k)
@@ -448,6 +454,8 @@ def main():
             print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")
             if args.compile:
                 print(f"fast path compiled / CTranslate2: {median['fast path, torch.compile'] / median[name]:.2f}x")
+            if args.autotune:
+                print(f"fast path max-autotune / CTranslate2: {median['fast path, max-autotune'] / median[name]:.2f}x")
     if args.compile:
         state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
         print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "

@@ -70,6 +70,14 @@ def test_generate_speed_runs_the_fixed_shape_fast_path():
     assert "same tokens from all of them: True" in out
 
 
+@pytest.mark.slow
+def test_generate_speed_runs_the_autotuned_fast_path():
+    """--autotune: compile="max-autotune" (the compiler times its kernels per matrix): its row, same tokens."""
+    out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--autotune")
+    assert re.search(r"fast path, max-autotune .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M)
+    assert "same tokens from all of them: True" in out
+
+
 def test_weight_layout_runs_in_tiny_mode():
     assert "of the bound" in run_bench("weight_layout.py", "--tiny", "--rounds", "1")
 

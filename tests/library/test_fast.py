@@ -153,7 +153,7 @@ def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
 
 
 def test_compile_must_be_a_bool():
-    with pytest.raises(TypeError, match="compile must be True or False"):
+    with pytest.raises(TypeError, match="compile must be True, False or 'max-autotune'"):
         prepare(tiny_model(0), compile="yes")
 
 
@@ -177,6 +177,16 @@ def test_a_compiled_graph_runs_the_same_layers_as_the_eager_path(monkeypatch, on
     assert seen and all(m is prepared.runner for m in seen)
     uses_onednn = onednn is None and nexttoken.fast.can_use_onednn(model)
     assert (prepared.runner is model) != uses_onednn
+    seen.clear()  # max-autotune: the compiler picks every product's kernel, so it is given nn.Linear layers,
+    # of a twin whose weights share the model's memory and need no gradient (what freezing folds in)
+    autotuned = prepare(model, compile="max-autotune", onednn=onednn)
+    assert autotuned.generate(ids, 4).tolist() == generate(model, ids, 4).tolist()
+    twin = autotuned.graph_model
+    assert seen and all(m is twin for m in seen)
+    assert any(isinstance(m, torch.nn.Linear) for m in twin.modules())
+    assert all(not p.requires_grad for p in twin.parameters())
+    assert [p.data_ptr() for p in twin.parameters()] == [p.data_ptr() for p in model.parameters()]
+    assert all(p.requires_grad for p in model.parameters())  # the model itself is left alone
 
 
 def test_the_compilers_view_of_the_onednn_op_is_registered_correctly():
@@ -293,14 +303,16 @@ def counting_compile(counter):
     real = torch.compile
 
     def compile_(fn, **kwargs):
-        kwargs.pop("mode", None)  # a backend and a mode are exclusive
+        kwargs.pop("mode", None)  # a backend and a mode (or inductor's options) are exclusive
+        kwargs.pop("options", None)
         return real(fn, backend=counter, **kwargs)
     return compile_
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
 @pytest.mark.parametrize("fixed_shapes", [False, True], ids=["growing", "fixed"])
-def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed_shapes):
+@pytest.mark.parametrize("compile", [True, "max-autotune"])
+def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed_shapes, compile):
     """Dynamic shapes (the default): one graph for the prompt, one for every step; fixed shapes: one
     graph, the step's (the prompt runs eagerly), also for a second generation on the kept buffers."""
     from torch._dynamo.testing import CompileCounter
@@ -309,7 +321,7 @@ def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed
     counter = CompileCounter()
     monkeypatch.setattr(torch, "compile", counting_compile(counter))
     model = tiny_model(5, n_positions=32)
-    fast = prepare(model, compile=True, onednn=False, fixed_shapes=fixed_shapes)
+    fast = prepare(model, compile=compile, onednn=False, fixed_shapes=fixed_shapes)
     ids = torch.tensor([[7, 3, 9, 1]])
     assert fast.generate(ids, 10).tolist() == generate(model, ids, 10).tolist()
     assert fast.compiled
@@ -318,3 +330,19 @@ def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed
         other = torch.tensor([[2, 8, 1, 8, 2, 8]])  # another prompt length, the same step shapes
         assert fast.generate(other, 6).tolist() == generate(model, other, 6).tolist()
         assert counter.frame_count == 1
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
+def test_really_autotuned_it_gives_the_plain_loops_tokens():
+    """compile="max-autotune" for real, on a tiny model (the compiler times its kernels per matrix)."""
+    torch._dynamo.reset()
+    model = tiny_model(6, n_layer=1)
+    ids, mask = left_padded_batch(random.Random(6), 2, 61, pad=60)
+    prepared = prepare(model, compile="max-autotune")
+    with warnings.catch_warnings(record=True) as seen:  # torch's own (a TypedStorage deprecation) may pass
+        warnings.simplefilter("always")
+        out = prepared.generate(ids, 5, attention_mask=mask)
+    assert not [w for w in seen if "torch.compile failed" in str(w.message)]  # not the fallback's
+    assert prepared.compiled and prepared.autotuned
+    assert out.tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
