@@ -39,7 +39,9 @@ matrix in both storage orders, multiplied by torch.mv and, on CPU, by oneDNN: th
 which is what a generation step does. (a) is not a bound: a good engine beats it. (c) is the time of
 the step's own matrix-vector products alone (every linear layer of the model applied to one row, back
 to back, with the fast path's kernel): what a step would cost with nothing else in it, at the sizes
-of this model's matrices, which read slower than one large matrix.
+of this model's matrices, which read slower than one large matrix. With ``--autotune``, (c) is
+timed again with the products compiled as ``compile="max-autotune"`` compiles them (the kernels it
+picks, which read faster than oneDNN's): the autotuned row's own (c).
 
 With ``--model smollm2`` the model is SmolLM2-135M-Instruct (30 layers, rotary positions,
 grouped-query attention; float32 from its GGUF file, ``nexttoken.load_smollm2``), the prompt "Once upon
@@ -157,6 +159,20 @@ def step_products(model: nexttoken.Decoder, linear):
     layers = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     rows = [torch.ones(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype) for m in layers]
     return lambda: [linear(m, x) for m, x in zip(layers, rows)]
+
+
+def autotuned_step_products(model: nexttoken.Decoder):
+    """The same products compiled as ``compile="max-autotune"`` compiles the step (weights frozen into
+    the graph, each matrix's kernel chosen by timing): (c) for the kernels that path runs, not oneDNN's.
+    The rows are the compiled function's argument, so that freezing cannot fold the products away."""
+    layers = [m for m in nexttoken.fast.frozen_twin(model).modules() if isinstance(m, torch.nn.Linear)]
+    rows = [torch.ones(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype) for m in layers]
+    products = torch.compile(lambda xs: [m(x) for m, x in zip(layers, xs)])
+
+    def run():
+        with torch._inductor.config.patch(nexttoken.fast.AUTOTUNE_OPTIONS):
+            return products(rows)
+    return run
 
 
 def weight_bytes_per_token(model: nexttoken.Decoder) -> int:
@@ -375,12 +391,17 @@ def main():
     # (c): the step's own products with the fast path's kernel (oneDNN on CPU where it applies)
     linear = nexttoken.fast.onednn_linear if nexttoken.fast.can_use_onednn(model) else nexttoken.fast.torch_linear
     probes["step's products"] = step_products(model, linear)
+    if args.autotune:  # (c) again, with the kernels the autotuner picks for these matrices
+        probes["step's products, max-autotune"] = autotuned_step_products(model)
 
     warm_up = {}
     with torch.no_grad():
         for name, fn in runs.items():  # warm-up: first-call allocations, kernel choices, compiling
             warm_up[name], _ = seconds(lambda: fn(n), device)
             print(f"warm-up, {name.strip()}: {warm_up[name]:.1f} s", file=sys.stderr, flush=True)  # progress
+        for name, fn in probes.items():  # a compiled probe compiles here, not in the first round
+            warm_up[name], _ = seconds(fn, device)
+            print(f"warm-up, probe {name}: {warm_up[name]:.1f} s", file=sys.stderr, flush=True)
         timed = {name: (lambda fn=fn: fn(n)) for name, fn in runs.items()}
         for name in workers:
             timed[name].self_timed = True
@@ -400,6 +421,7 @@ def main():
     per_token = weight_bytes_per_token(model)
     copy_bound, mv_bound = copy_bandwidth / per_token, mv_bandwidth / per_token
     products_bound = 1 / products_seconds
+    autotuned_products = times.pop("step's products, max-autotune", None)
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     speed = {name: [n / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(s) for name, s in speed.items()}
@@ -437,6 +459,11 @@ def main():
     print(f"bound (c), the step's matrix-vector products alone ({n_linear} linear layers, "
           f"one row, {linear.__name__}), back to back: {products_seconds * 1e3:.1f} ms, "
           f"{products_bound:.2f} tokens/s (per-layer matrices of a few MB read slower than one 1 GiB matrix)")
+    if autotuned_products is not None:
+        autotuned_bound = 1 / statistics.median(autotuned_products)
+        print(f"bound (c), max-autotune: the same products compiled with compile=\"max-autotune\"'s settings "
+              f"(kernels chosen per matrix): {1e3 / autotuned_bound:.1f} ms, {autotuned_bound:.2f} tokens/s; "
+              f"fast path, max-autotune at {median['fast path, max-autotune'] / autotuned_bound:.0%} of it")
     if gguf_path is not None:
         file_bytes = gguf_weight_bytes(gguf_path)
         file_bound = mv_bandwidth / file_bytes

@@ -75,6 +75,8 @@ def test_generate_speed_runs_the_autotuned_fast_path():
     """--autotune: compile="max-autotune" (the compiler times its kernels per matrix): its row, same tokens."""
     out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--autotune")
     assert re.search(r"fast path, max-autotune .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M)
+    assert re.search(r"^bound \(c\), max-autotune: .* [\d.]+ ms, [\d.]+ tokens/s; fast path, max-autotune at \d+% of it$",
+                     out, re.M)
     assert "same tokens from all of them: True" in out
 
 
