@@ -13,7 +13,8 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
 - nexttoken's loop without the KV cache, and with it (``nexttoken.generate``, the lesson's loop);
 - the cached loop after ``nexttoken.fast.lay_out_for_cpu`` (widening weights stored (in, out));
 - the fast path, ``nexttoken.fast.prepare(model).generate`` (on CPU its linear layers run oneDNN's
-  matmul), the same with ``nn.Linear``'s own matmul (``onednn=False``) on plain and laid-out weights,
+  matmul or ``nn.Linear``'s, whichever ``prepare`` timed faster on the model's matrices), the same with
+  oneDNN's (``onednn=True``) and with ``nn.Linear``'s own (``onednn=False``) on plain and laid-out weights,
   and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
   is printed), with ``--autotune`` also ``prepare(model, compile="max-autotune")`` (the compiler times
   its own C++ matrix kernels against the libraries'); with ``--fixed-shapes`` also ``prepare(model, fixed_shapes=True)`` (every step attends over
@@ -323,6 +324,9 @@ def main():
         "  same, onednn=False": lambda k: fast_torch.generate(prompt, k),
         "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k),
     })
+    if nexttoken.fast.can_use_onednn(model):  # the default times both kernels and keeps the faster
+        fast_onednn = nexttoken.fast.prepare(model, onednn=True)
+        runs["  same, onednn=True"] = lambda k: fast_onednn.generate(prompt, k)
     def hf_generate(k, model=hf, **extra):
         return model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
                               use_cache=True, pad_token_id=0, eos_token_id=None, **extra)
@@ -388,8 +392,8 @@ def main():
         for layout in ("row-major", "column-major"):
             probes[f"mv: {kernel}, {layout}"] = big_mv(device, probe_bytes or MV_BYTES, layout, kernel)
     copy_bytes, mv_bytes = 2 * (probe_bytes or COPY_BYTES), probe_bytes or MV_BYTES
-    # (c): the step's own products with the fast path's kernel (oneDNN on CPU where it applies)
-    linear = nexttoken.fast.onednn_linear if nexttoken.fast.can_use_onednn(model) else nexttoken.fast.torch_linear
+    # (c): the step's own products with the fast path's kernel (the faster here of oneDNN's and MKL's)
+    linear = fast.linear
     probes["step's products"] = step_products(model, linear)
     if args.autotune:  # (c) again, with the kernels the autotuner picks for these matrices
         probes["step's products, max-autotune"] = autotuned_step_products(model)
@@ -475,7 +479,8 @@ def main():
     for name in median:
         if name.startswith("CTranslate2"):
             print(f"cached / CTranslate2:    {median[PLAIN] / median[name]:.2f}x")
-    print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x")
+    print(f"fast path / cached:      {median['fast path (prepare)'] / median[PLAIN]:.2f}x "
+          f"(its products: {fast.linear.__name__}, which prepare timed the faster here)")
     for name in median:
         if name.startswith("CTranslate2"):
             print(f"fast path / CTranslate2: {median['fast path (prepare)'] / median[name]:.2f}x")

@@ -14,6 +14,7 @@ can you (see the appendix on CPU weight layout):
 
 import copy
 import functools
+import time
 import warnings
 
 import torch
@@ -189,6 +190,27 @@ def can_use_onednn(model: nn.Module) -> bool:
             and all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters()))
 
 
+def faster_linear(model: nn.Module, kernels, passes: int = 3):
+    """The kernel (of ``kernels``, each called as ``kernel(module, x)``) that runs this model's one-row
+    products fastest on this machine, timed: every linear layer once per pass, the best of ``passes``
+    passes each, after one pass that warms it up. Which of oneDNN and MKL wins depends on the CPU
+    (bench/README.md: oneDNN on the AMD EPYC, AVX2, MKL on the Intel Xeon, AVX-512)."""
+    layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    rows = [torch.ones(1, m.in_features, dtype=m.weight.dtype, device=m.weight.device) for m in layers]
+
+    def best_pass(kernel):
+        seconds = []
+        for _ in range(passes + 1):
+            start = time.perf_counter()
+            for module, x in zip(layers, rows):
+                kernel(module, x)
+            seconds.append(time.perf_counter() - start)
+        return min(seconds[1:])  # the first pass pays for first-call allocations
+
+    with torch.no_grad():
+        return min(kernels, key=best_pass)
+
+
 class Prepared:
     """A ``Decoder`` run by ``fast_run``: ``generate`` has ``nexttoken.generate``'s arguments and tokens.
 
@@ -285,8 +307,11 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     Inference only: it refuses a model in training mode with dropout, whose tokens would be random anyway.
 
     ``onednn``: run the linear layers with oneDNN's matmul (``onednn_linear``). ``None`` (the
-    default) does so where it applies (a float32 model on the CPU, a PyTorch built with oneDNN),
-    ``True`` requires it, ``False`` keeps ``nn.Linear``'s own (MKL on x86 CPUs, cuBLAS on CUDA).
+    default) does so where it applies (a float32 model on the CPU, a PyTorch built with oneDNN) and
+    where it is faster than ``nn.Linear``'s on this model's matrices, timed once here
+    (``faster_linear``: a fraction of a second for SmolLM2), so the choice can differ between
+    machines; ``True`` requires it, ``False`` keeps ``nn.Linear``'s own (MKL on x86 CPUs, cuBLAS on
+    CUDA). ``prepared.linear`` says which one runs.
 
     ``compile=True`` runs the layers through ``torch.compile`` (needs a C++ compiler on CPU): the first
     call compiles them (a minute or two for SmolLM2 on 2 cores); where compiling fails, it warns and runs
@@ -319,7 +344,9 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     if onednn and not can_use_onednn(model):
         raise ValueError("onednn=True needs a float32 model on the CPU and a PyTorch built with oneDNN "
                          f"(torch.backends.mkldnn.is_available() is {torch.backends.mkldnn.is_available()})")
-    return Prepared(model, compile, can_use_onednn(model) if onednn is None else onednn, fixed_shapes)
+    if onednn is None:  # where both apply, the faster on this machine
+        onednn = can_use_onednn(model) and faster_linear(model, (onednn_linear, torch_linear)) is onednn_linear
+    return Prepared(model, compile, onednn, fixed_shapes)
 
 
 def fast_run(model: Decoder, input_ids, attention_mask=None, cache: StaticCache | None = None, layers=None):

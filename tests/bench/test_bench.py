@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_CTRANSLATE2 = importlib.util.find_spec("ctranslate2") is not None
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
+# where the fast path can run oneDNN's products (x86 builds of PyTorch), the bench has a row for them
+HAS_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 def run_bench(script, *args):
@@ -29,7 +32,8 @@ CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)
 def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     out = run_bench("generate_speed.py", *TINY)
     assert "same tokens from all of them: True" in out
-    for name in CONTENDERS + ["CTranslate2"] * HAS_CTRANSLATE2:
+    onednn = ["same, onednn=True"] * HAS_ONEDNN
+    for name in CONTENDERS + onednn + ["CTranslate2"] * HAS_CTRANSLATE2:
         # a row: the name, a median with its (min-max), fractions of bounds (b) and (c), the token verdict
         assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M), name
     if not HAS_CTRANSLATE2:
@@ -42,6 +46,7 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     assert re.search(r"^bound \(c\), the step's matrix-vector products alone \(9 linear layers, .*: [\d.]+ ms, "
                      r"[\d.]+ tokens/s", out, re.M)
     assert re.search(r"^load average \(1 min\) before each round, then after the last: [\d.]+ [\d.]+$", out, re.M)
+    assert re.search(r"^fast path / cached: +[\d.]+x \(its products: (onednn|torch)_linear, which prepare timed", out, re.M)
     assert "disturbed rounds" in out
 
 
@@ -100,3 +105,4 @@ def test_generate_speed_runs_on_smollm2():
         assert re.search(r"^llama.cpp's own bound: the GGUF file's [\d.]+ MB of tensors per token \(Q4_1\)", out, re.M)
     else:
         assert re.search(r"llama.cpp Q4_1 +skipped: not installed", out)
+

@@ -1,6 +1,7 @@
 """nexttoken.fast.prepare: the fast path gives the plain loop's tokens (no timing here: see bench/)."""
 
 import random
+import time
 import warnings
 
 import pytest
@@ -16,7 +17,11 @@ def tiny_model(seed, **shape):
     return nexttoken.from_hf_gpt2(random_hf_gpt2(seed, **shape))
 
 
-@pytest.mark.parametrize("onednn", [None, False], ids=["default", "torch-matmul"])
+ONEDNN = nexttoken.fast.can_use_onednn(tiny_model(0))  # x86 CPU builds of PyTorch: yes
+KERNELS = [None, pytest.param(True, marks=pytest.mark.skipif(not ONEDNN, reason="no oneDNN here")), False]
+
+
+@pytest.mark.parametrize("onednn", KERNELS, ids=["default", "onednn", "torch-matmul"])
 @pytest.mark.parametrize("seed, batch_size", [(s, b) for s in range(3) for b in (1, 2, 4)])
 def test_same_tokens_as_the_plain_loop_with_left_padding(seed, batch_size, onednn):
     rng = random.Random(seed * 10 + batch_size)
@@ -24,9 +29,30 @@ def test_same_tokens_as_the_plain_loop_with_left_padding(seed, batch_size, onedn
     ids, mask = left_padded_batch(rng, batch_size, 61, pad=60)
     expected = generate(model, ids, 12, attention_mask=mask)
     fast = prepare(model, onednn=onednn)
-    uses_onednn = onednn is None and nexttoken.fast.can_use_onednn(model)  # x86 CPU builds: yes
-    assert fast.linear is (nexttoken.fast.onednn_linear if uses_onednn else nexttoken.fast.torch_linear)
+    kernel = {True: nexttoken.fast.onednn_linear, False: nexttoken.fast.torch_linear}
+    assert fast.linear is kernel[onednn] if onednn is not None else fast.linear in kernel.values()
     assert fast.generate(ids, 12, attention_mask=mask).tolist() == expected.tolist()
+
+
+def test_the_default_kernel_is_the_faster_one_on_the_models_own_matrices(monkeypatch):
+    """onednn=None times both kernels on the model's matrices (faster_linear) and takes the winner."""
+    model = tiny_model(0)
+    calls = []
+
+    def slow(module, x):
+        calls.append(x.shape)
+        time.sleep(0.001)
+        return module(x)
+
+    quick = nexttoken.fast.torch_linear
+    assert nexttoken.fast.faster_linear(model, (slow, quick)) is quick
+    assert nexttoken.fast.faster_linear(model, (quick, slow)) is quick
+    n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert len(calls) == 2 * 4 * n_linear  # every layer, one row, in 4 passes (1 to warm up), each time
+    assert all(shape[0] == 1 for shape in calls)
+    for winner in (nexttoken.fast.onednn_linear, nexttoken.fast.torch_linear):
+        monkeypatch.setattr(nexttoken.fast, "faster_linear", lambda model, kernels: winner)
+        assert prepare(model).linear is (winner if ONEDNN else nexttoken.fast.torch_linear)
 
 
 def test_onednn_linear_equals_the_module_and_is_refused_where_it_cannot_run():
@@ -157,7 +183,7 @@ def test_compile_must_be_a_bool():
         prepare(tiny_model(0), compile="yes")
 
 
-@pytest.mark.parametrize("onednn", [None, False], ids=["default", "torch-matmul"])
+@pytest.mark.parametrize("onednn", KERNELS, ids=["default", "onednn", "torch-matmul"])
 def test_a_compiled_graph_runs_the_same_layers_as_the_eager_path(monkeypatch, onednn):
     """The compiled layers are given what the eager path runs: the oneDNN twin where oneDNN applies
     (its products are then the opaque op nexttoken::onednn_linear), the model itself otherwise."""
@@ -175,7 +201,8 @@ def test_a_compiled_graph_runs_the_same_layers_as_the_eager_path(monkeypatch, on
     prepared = prepare(model, compile=True, onednn=onednn)
     assert prepared.generate(ids, 4).tolist() == generate(model, ids, 4).tolist()
     assert seen and all(m is prepared.runner for m in seen)
-    uses_onednn = onednn is None and nexttoken.fast.can_use_onednn(model)
+    uses_onednn = prepared.linear is nexttoken.fast.onednn_linear
+    assert uses_onednn == (onednn if onednn is not None else uses_onednn)
     assert (prepared.runner is model) != uses_onednn
     seen.clear()  # max-autotune: the compiler picks every product's kernel, so it is given nn.Linear layers,
     # of a twin whose weights share the model's memory and need no gradient (what freezing folds in)
