@@ -194,19 +194,27 @@ class Worker:
 
     def __init__(self, script: str, *args):
         env = dict(os.environ, TRANSFORMERS_VERBOSITY="error", HF_HUB_DISABLE_PROGRESS_BARS="1")
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script)), *map(str, args)],
+        self.script = script
+        self.process = subprocess.Popen([sys.executable, str(Path(__file__).parent / script), *map(str, args)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        ready = self.process.stdout.readline()
-        if not ready:
-            raise SystemExit(f"the worker {script} failed to start (its error is above)")
-        self.version = json.loads(ready)["ready"]
+        self.version = self.reply("failed to start")["ready"]
+
+    def reply(self, doing: str) -> dict:
+        """The worker's next line, or a clear exit where it died (a crash in a native library says nothing)."""
+        line = self.process.stdout.readline()
+        if not line:
+            code = self.process.wait(timeout=60)
+            signal = f", signal {-code}" if code < 0 else ""
+            raise SystemExit(f"the worker {self.script} {doing}: it exited with code {code}{signal} "
+                             "(its error, if any, is above; --no-ctranslate2 or --no-llama-cpp leaves it out)")
+        return json.loads(line)
 
     def generate(self, prompt: torch.Tensor, new_tokens: int) -> tuple[float, torch.Tensor]:
         """(seconds spent generating, as timed in the worker; prompt + new tokens (1, P + n))."""
         time.sleep(0.5)  # as the worker does after its run: let torch's OpenMP threads stop spinning first
         self.process.stdin.write(json.dumps({"prompt": prompt[0].tolist(), "new_tokens": new_tokens}) + "\n")
         self.process.stdin.flush()
-        reply = json.loads(self.process.stdout.readline())
+        reply = self.reply(f"died generating {new_tokens} tokens")
         return reply["seconds"], torch.cat([prompt.cpu(), torch.tensor([reply["tokens"]])], dim=1)
 
     def close(self):

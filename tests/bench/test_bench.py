@@ -106,3 +106,19 @@ def test_generate_speed_runs_on_smollm2():
     else:
         assert re.search(r"llama.cpp Q4_1 +skipped: not installed", out)
 
+
+def test_a_worker_that_dies_ends_the_run_with_a_clear_message(tmp_path):
+    """A native library that crashes (llama.cpp's wheel built for another CPU: a segfault, no message)
+    ends the run naming the worker and its exit, not with a JSON error on an empty line."""
+    spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    script = tmp_path / "dying_worker.py"
+    script.write_text('import json, os\nprint(json.dumps({"ready": "1.0"}), flush=True)\ninput()\nos.abort()\n')
+    worker = bench.Worker(str(script))
+    assert worker.version == "1.0"
+    with pytest.raises(SystemExit, match=r"dying_worker.py died generating 2 tokens: it exited with code -6, signal 6"):
+        worker.generate(torch.tensor([[1, 2]]), 2)
+    script.write_text("import sys\nsys.exit(3)\n")
+    with pytest.raises(SystemExit, match=r"dying_worker.py failed to start: it exited with code 3 "):
+        bench.Worker(str(script))
