@@ -33,7 +33,7 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     out = run_bench("generate_speed.py", *TINY)
     assert "same tokens from all of them: True" in out
     onednn = ["same, onednn=True"] * HAS_ONEDNN
-    for name in CONTENDERS + onednn + ["CTranslate2"] * HAS_CTRANSLATE2:
+    for name in CONTENDERS + onednn + ["CTranslate2", "same, CT2_USE_MKL=0 (oneDNN)"] * HAS_CTRANSLATE2:
         # a row: the name, a median with its (min-max), fractions of bounds (b) and (c), the token verdict
         assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M), name
     if not HAS_CTRANSLATE2:
@@ -47,6 +47,8 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
                      r"[\d.]+ tokens/s", out, re.M)
     assert re.search(r"^load average \(1 min\) before each round, then after the last: [\d.]+ [\d.]+$", out, re.M)
     assert re.search(r"^fast path / cached: +[\d.]+x \(its products: (onednn|torch)_linear, which prepare timed", out, re.M)
+    if HAS_CTRANSLATE2:  # the ratios are against its faster backend of the two
+        assert re.search(r"^CTranslate2's faster backend here: (CTranslate2 [\d.]+ float32|same, CT2_USE_MKL=0)", out, re.M)
     assert "disturbed rounds" in out
 
 
