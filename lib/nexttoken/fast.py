@@ -194,7 +194,7 @@ def faster_linear(model: nn.Module, kernels, passes: int = 3):
     """The kernel (of ``kernels``, each called as ``kernel(module, x)``) that runs this model's one-row
     products fastest on this machine, timed: every linear layer once per pass, the best of ``passes``
     passes each, after one pass that warms it up. Which of oneDNN and MKL wins depends on the CPU
-    (bench/README.md: oneDNN on the AMD EPYC, AVX2, MKL on the Intel Xeon, AVX-512)."""
+    (bench/README.md: oneDNN on an AMD CPU with AVX2, MKL on an Intel Xeon with AVX-512)."""
     layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
     rows = [torch.ones(1, m.in_features, dtype=m.weight.dtype, device=m.weight.device) for m in layers]
 
