@@ -110,7 +110,7 @@ def test_generate_speed_runs_on_smollm2():
 
 
 def test_a_worker_that_dies_ends_the_run_with_a_clear_message(tmp_path):
-    """A native library that crashes (llama.cpp's wheel built for another CPU: a segfault, no message)
+    """A native library that crashes (llama.cpp's AMX kernels on an Intel CPU: a segfault, no message)
     ends the run naming the worker and its exit, not with a JSON error on an empty line."""
     spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
     bench = importlib.util.module_from_spec(spec)
