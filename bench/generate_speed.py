@@ -167,9 +167,15 @@ def step_products(model: nexttoken.Decoder, linear):
 def autotuned_step_products(model: nexttoken.Decoder):
     """The same products compiled as ``compile="max-autotune"`` compiles the step (weights frozen into
     the graph, each matrix's kernel chosen by timing): (c) for the kernels that path runs, not oneDNN's.
-    The rows are the compiled function's argument, so that freezing cannot fold the products away."""
-    layers = [m for m in nexttoken.fast.frozen_twin(model).modules() if isinstance(m, torch.nn.Linear)]
-    rows = [torch.ones(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype) for m in layers]
+    The rows are the compiled function's argument, so that freezing cannot fold the products away; a
+    SwiGLU's gate and up read one row, as in the step, so the compiler may make them one product there too."""
+    twin = nexttoken.fast.frozen_twin(model)
+    layers = [m for m in twin.modules() if isinstance(m, torch.nn.Linear)]
+    row_of = {m: torch.ones(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype) for m in layers}
+    for mlp in twin.modules():
+        if isinstance(mlp, nexttoken.model.MLP) and mlp.kind == "swiglu":
+            row_of[mlp.up] = row_of[mlp.gate]
+    rows = [row_of[m] for m in layers]
     products = torch.compile(lambda xs: [m(x) for m, x in zip(layers, xs)])
 
     def run():

@@ -364,11 +364,16 @@ def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
-def test_really_autotuned_it_gives_the_plain_loops_tokens():
-    """compile="max-autotune" for real, on a tiny model (the compiler times its kernels per matrix)."""
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_really_autotuned_it_gives_the_plain_loops_tokens(family):
+    """compile="max-autotune" for real, on a tiny model (the compiler times its kernels per matrix; with
+    a SwiGLU MLP it also makes the gate and up products one, cpp.enable_concat_linear)."""
+    from torch._dynamo.utils import counters
+
     torch._dynamo.reset()
-    model = tiny_model(6, n_layer=1)
-    ids, mask = left_padded_batch(random.Random(6), 2, 61, pad=60)
+    counters.clear()
+    model = tiny_model(6, n_layer=1) if family == "gpt2" else rope_gqa_model(6)
+    ids, mask = left_padded_batch(random.Random(6), 2, model.config.vocab_size, pad=model.config.vocab_size - 1)
     prepared = prepare(model, compile="max-autotune")
     with warnings.catch_warnings(record=True) as seen:  # torch's own (a TypedStorage deprecation) may pass
         warnings.simplefilter("always")
@@ -376,3 +381,7 @@ def test_really_autotuned_it_gives_the_plain_loops_tokens():
     assert not [w for w in seen if "torch.compile failed" in str(w.message)]  # not the fallback's
     assert prepared.compiled and prepared.autotuned
     assert out.tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
+    # how: the weights inductor packed for its kernels, in two graphs (the prompt's and the step's): four
+    # products a layer in both families (a SwiGLU's gate and up as one), and the LM head
+    packed = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
+    assert packed == 2 * (4 * model.config.n_layers + 1)
