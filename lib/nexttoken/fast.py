@@ -330,7 +330,8 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     SmolLM2, where it gave the plain loop's.
 
     ``compile="max-autotune"`` also lets the compiler pick each product's kernel by timing its own C++
-    matrix kernels against the libraries' (``AUTOTUNE_OPTIONS``): minutes of warm-up (about 5 for
+    matrix kernels against the libraries', makes a SwiGLU's gate and up products one, and calls the
+    graph's kernels from generated C++ (``AUTOTUNE_OPTIONS``): minutes of warm-up (about 5 for
     SmolLM2 on 2 cores), and on a CPU the fastest path here. The weights are then *frozen* into the
     compiled graph, packed into a copy of their own (the model's memory again): a change to the model's
     weights after the first call is not seen by this prepared model; prepare it again.
