@@ -16,6 +16,7 @@ can you (see the appendix on CPU weight layout):
 import copy
 import functools
 import time
+import types
 import warnings
 
 import torch
@@ -248,7 +249,9 @@ class Prepared:
             # on a CPU only) is left off there
             cuda_graphs = {"triton.cudagraphs": True, "cpp_wrapper": False}
             self.inductor_settings = AUTOTUNE_OPTIONS | (cuda_graphs if fixed_shapes else {})
-            self.layers = torch.compile(run_layers, dynamic=not fixed_shapes)
+            # the twin is this object's alone and never changed: its guards are left out (see below)
+            self.layers = torch.compile(function_of_its_own(run_layers), dynamic=not fixed_shapes,
+                                        options={"guard_filter_fn": not_on_the_model})
         elif compile and fixed_shapes:
             self.layers = torch.compile(run_layers, dynamic=False, mode="reduce-overhead")
         else:
@@ -289,6 +292,33 @@ def frozen_twin(model: Decoder) -> Decoder:
     (observed: no kernel was autotuned for a model whose weights required grad)."""
     memo = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in model.parameters()}
     return copy.deepcopy(model, memo=memo).eval()
+
+
+def function_of_its_own(function):
+    """A copy of ``function`` with a code object of its own. Dynamo keeps the graphs it compiles, and
+    their guards, on the code object: a prepared model that compiles its own copy never has its graphs
+    tried on (nor reused for) another prepared model's call."""
+    return types.FunctionType(function.__code__.replace(), function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)
+
+
+def root_name(source) -> str:
+    while hasattr(source, "base"):  # model._modules['blocks']... -> model
+        source = source.base
+    return getattr(source, "local_name", "")
+
+
+def not_on_the_model(guards) -> list[bool]:
+    """Dynamo's guard filter for the autotuned step: keep every guard but those on the argument
+    ``model`` (the frozen twin). Before each call Dynamo checks that the call still matches what the
+    graph was compiled for. For SmolLM2 that was 9,524 guards for the two graphs (the prompt's and the
+    step's), all but 262 on the twin (every module's type and empty hook dicts, every parameter's
+    identity): about 1.1 ms of a 19 ms token (torch.profiler's "TorchDynamo Cache Lookup", on the AMD
+    EPYC of bench/README.md). The twin is made by ``prepare``, seen by nothing else and never changed,
+    and its weights are frozen into the graph anyway; the guards on what does change (the ids, the
+    positions, the mask, the cache's buffers and length, torch's global state) stay. Measured there,
+    9 interleaved rounds of 32 tokens in one process: 69.07 tokens/s against 65.20 with every guard."""
+    return [root_name(guard.orig_guard.originating_source) != "model" for guard in guards]
 
 
 # Inductor's settings for compile="max-autotune" on a CPU: time its C++ GEMM template against ATen's

@@ -387,3 +387,50 @@ def test_really_autotuned_it_gives_the_plain_loops_tokens(family):
     # products a layer in both families (a SwiGLU's gate and up as one), and the LM head
     packed = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
     assert packed == 2 * (4 * model.config.n_layers + 1)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated:UserWarning")  # torch's own, while autotuning
+def test_autotuned_models_with_the_same_shapes_keep_their_own_graphs(monkeypatch):
+    """The autotuned step leaves out Dynamo's guards on the frozen twin (``not_on_the_model``), among them
+    each weight's identity. Two prepared models of the same shapes but different weights must still run
+    their own weights: each compiles a copy of ``run_layers`` with a code object of its own, so the
+    second never passes the first's (weaker) guards and runs its frozen weights."""
+    torch._dynamo.reset()
+    filtered = []  # (guards made, guards kept) per compiled graph: the filter is the one prepare applies
+
+    def counting(guards):
+        keep = not_on_the_model(guards)
+        filtered.append((len(keep), sum(keep)))
+        return keep
+    not_on_the_model = nexttoken.fast.not_on_the_model
+    monkeypatch.setattr(nexttoken.fast, "not_on_the_model", counting)
+    first, second = rope_gqa_model(1), rope_gqa_model(2)
+    ids, mask = left_padded_batch(random.Random(3), 2, first.config.vocab_size, pad=first.config.vocab_size - 1)
+    for model in (first, second):
+        out = prepare(model, compile="max-autotune").generate(ids, 5, attention_mask=mask)
+        assert out.tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
+    assert len(filtered) == 4 and all(0 < kept < made / 2 for made, kept in filtered)  # prompt and step, twice
+    assert not torch.equal(generate(first, ids, 5, attention_mask=mask), generate(second, ids, 5, attention_mask=mask))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
+def test_the_guard_filter_keeps_the_guards_on_what_changes_between_calls():
+    """What ``not_on_the_model`` keeps, read off the guards Dynamo makes for a real (not autotuned) step."""
+    entries = []
+
+    def recording(guards):
+        entries.extend(guards)
+        return [True] * len(guards)
+    model = rope_gqa_model(0)
+    prepared = prepare(model, compile=True)
+    prepared.layers = torch.compile(nexttoken.fast.function_of_its_own(nexttoken.fast.run_layers), dynamic=True,
+                                    options={"guard_filter_fn": recording})
+    prepared.generate(torch.tensor([[1, 2, 3]]), 2)
+    kept = {g.name for g, keep in zip(entries, nexttoken.fast.not_on_the_model(entries)) if keep}
+    dropped = {g.name for g, keep in zip(entries, nexttoken.fast.not_on_the_model(entries)) if not keep}
+    assert {"input_ids", "positions", "mask", "cache.keys[0]", "cache.values[1]", "cache.length"} <= kept
+    assert "model._modules['blocks']._modules['0']._modules['attn']._modules['qkv']._parameters['weight']" in dropped
+    assert all(name == "model" or name.startswith(("model.", "model[", "dict(type(model")) for name in dropped)
+    assert not any(name.startswith("model") for name in kept)
