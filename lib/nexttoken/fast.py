@@ -364,7 +364,9 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     graph's kernels from generated C++ (``AUTOTUNE_OPTIONS``): minutes of warm-up (about 5 for
     SmolLM2 on 2 cores), and on a CPU the fastest path here. The weights are then *frozen* into the
     compiled graph, packed into a copy of their own (the model's memory again): a change to the model's
-    weights after the first call is not seen by this prepared model; prepare it again.
+    weights after the first call is not seen by this prepared model; prepare it again. For the same
+    reason the compiler's checks on that frozen copy before each call are left out
+    (``not_on_the_model``).
 
     ``fixed_shapes=True`` makes every one-token step the same shapes: its attention reads the cache's
     whole window (context_length slots), the slots not written yet masked, instead of the positions

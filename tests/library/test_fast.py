@@ -428,8 +428,9 @@ def test_the_guard_filter_keeps_the_guards_on_what_changes_between_calls():
     prepared.layers = torch.compile(nexttoken.fast.function_of_its_own(nexttoken.fast.run_layers), dynamic=True,
                                     options={"guard_filter_fn": recording})
     prepared.generate(torch.tensor([[1, 2, 3]]), 2)
-    kept = {g.name for g, keep in zip(entries, nexttoken.fast.not_on_the_model(entries)) if keep}
-    dropped = {g.name for g, keep in zip(entries, nexttoken.fast.not_on_the_model(entries)) if not keep}
+    keep = nexttoken.fast.not_on_the_model(entries)
+    kept = {g.name for g, k in zip(entries, keep) if k}
+    dropped = {g.name for g, k in zip(entries, keep) if not k}
     assert {"input_ids", "positions", "mask", "cache.keys[0]", "cache.values[1]", "cache.length"} <= kept
     assert "model._modules['blocks']._modules['0']._modules['attn']._modules['qkv']._parameters['weight']" in dropped
     assert all(name == "model" or name.startswith(("model.", "model[", "dict(type(model")) for name in dropped)
