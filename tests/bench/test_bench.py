@@ -5,9 +5,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import torch
+import torch._inductor.freezing as freezing
+
+import nexttoken
 
 ROOT = Path(__file__).resolve().parents[2]
 HAS_CTRANSLATE2 = importlib.util.find_spec("ctranslate2") is not None
@@ -85,6 +89,29 @@ def test_generate_speed_runs_the_autotuned_fast_path():
     assert re.search(r"^bound \(c\), max-autotune: .* [\d.]+ ms, [\d.]+ tokens/s; fast path, max-autotune at \d+% of it$",
                      out, re.M)
     assert "same tokens from all of them: True" in out
+
+
+@pytest.mark.slow  # about 45 s: the probe autotunes each product's kernel
+def test_the_autotuned_products_probe_freezes_the_weights_even_with_gradients_on():
+    """Bound (c) for the autotuned row times the products as compile="max-autotune" runs them: weights
+    frozen into the graph (inductor's freeze), which inductor does only for a graph compiled without
+    gradients. The probe turns them off itself, so a caller with gradients on still measures those kernels."""
+    spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
+    speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed)
+    torch.manual_seed(0)
+    model = nexttoken.Decoder(nexttoken.DecoderConfig(vocab_size=64, context_length=16, d_model=32, n_layers=1,
+                                                      n_heads=4, norm="rmsnorm", mlp="swiglu", bias=False))
+    probe = speed.autotuned_step_products(model)
+    assert torch.is_grad_enabled()
+    with mock.patch.object(freezing, "freeze", wraps=freezing.freeze) as freeze:
+        outputs = probe()
+    assert freeze.called
+    with torch.no_grad():  # the products themselves: every linear layer's, on a row of ones
+        expected = [m(torch.ones(1, m.in_features)) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs, expected):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
 def test_weight_layout_runs_in_tiny_mode():
