@@ -170,7 +170,7 @@ def autotuned_step_products(model: nexttoken.Decoder):
     The rows are the compiled function's argument, so that freezing cannot fold the products away; a
     SwiGLU's gate and up read one row, as in the step, so the compiler may make them one product there too.
     Gradients are turned off around the call: inductor freezes weights only in a graph compiled without
-    them, and with them on this probe ran MKL's products on weights passed in, one thread, 50 to 60 ms for
+    them, and with them on this probe ran MKL's products on weights passed in, one thread, 49 to 65 ms for
     SmolLM2 against 19 ms frozen and autotuned (observed, AMD EPYC, 2026-12-03): no bound at all."""
     twin = nexttoken.fast.frozen_twin(model)
     layers = [m for m in twin.modules() if isinstance(m, torch.nn.Linear)]
