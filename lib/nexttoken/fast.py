@@ -15,6 +15,7 @@ can you (see the appendix on CPU weight layout):
 
 import copy
 import functools
+import math
 import time
 import types
 import warnings
@@ -24,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .generate import generate
-from .model import Decoder, causal_mask, positions_from_mask
+from .model import CausalSelfAttention, Decoder, causal_mask, positions_from_mask
 
 
 def lay_out_for_cpu(model: nn.Module) -> nn.Module:
@@ -240,9 +241,10 @@ class Prepared:
         # mode="reduce-overhead" (on CUDA: the step recorded once as a CUDA graph and replayed, as
         # gpt-fast's decode step); the prompt, whose length varies, runs eagerly.
         # "max-autotune": the graph is given the model's nn.Linear layers, and the compiler times its own
-        # C++ matrix kernels (on weights it packs once, frozen into the graph) against the libraries'.
+        # C++ matrix kernels (on weights it packs once, frozen into the graph) against the libraries';
+        # the one-token step's attention is written out for the compiler to fuse (one_query_attention).
         self.autotuned = compile == "max-autotune"
-        self.graph_model = frozen_twin(model) if self.autotuned else self.runner
+        self.graph_model = with_step_attention(frozen_twin(model)) if self.autotuned else self.runner
         self.inductor_settings = {}  # patched around each compiled call, so the first one compiles with them
         if self.autotuned:
             # fixed shapes are for CUDA graphs, whose replay makes the kernel calls: cpp_wrapper (measured
@@ -292,6 +294,47 @@ def frozen_twin(model: Decoder) -> Decoder:
     (observed: no kernel was autotuned for a model whose weights required grad)."""
     memo = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in model.parameters()}
     return copy.deepcopy(model, memo=memo).eval()
+
+
+def one_query_attention(q, k, v, mask=None):
+    """Attention for one new token per row (a generation step): ``F.scaled_dot_product_attention``'s
+    output, written as a product, a softmax and a sum that the compiler turns into loops of its own.
+
+    q: (B, heads, 1, head_dim); k, v: (B, kv heads, keys, head_dim), each kv head serving a group of
+    heads / kv heads query heads (grouped-query attention; one head each for GPT-2); mask: None or bool
+    (B, 1, 1, keys), True where the token may look. Compiled, the step's attention is then a few fused
+    loops instead of a call to the library's flash attention, which costs more for one query than its
+    arithmetic does (measured in bench/README.md). The new token is real and sees itself, so a row
+    always has a key: no NaN to clear, unlike ``fused_attention``'s padded prompt rows.
+    """
+    B, H, _, D = q.shape
+    n_kv = k.shape[1]
+    q = q.reshape(B, n_kv, H // n_kv, 1, D)  # query heads grouped by the kv head they share
+    scores = (q * k[:, :, None]).sum(-1) / math.sqrt(D)  # (B, kv heads, group, keys)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))  # (B, 1, 1, keys) broadcasts over heads
+    weights = torch.softmax(scores, dim=-1)
+    out = (weights[..., None] * v[:, :, None]).sum(-2)  # (B, kv heads, group, head_dim)
+    return out.reshape(B, H, 1, D)
+
+
+class StepAttention(CausalSelfAttention):
+    """The model's attention, with a one-token step's computed by ``one_query_attention``: what the
+    autotuned twin runs (``Prepared``), since only compiled does that form beat the fused call."""
+
+    def fused_attention(self, q, k, v, mask):
+        if q.shape[2] == 1 and not self.training:
+            return one_query_attention(q, k, v, mask)
+        return super().fused_attention(q, k, v, mask)
+
+
+def with_step_attention(twin: Decoder) -> Decoder:
+    """``twin`` (a copy of the model's, never the model itself), its attention modules made
+    ``StepAttention`` in place: the same weights and code but for that one call. Returns twin."""
+    for module in twin.modules():
+        if type(module) is CausalSelfAttention:
+            module.__class__ = StepAttention
+    return twin
 
 
 def function_of_its_own(function):
@@ -360,8 +403,9 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     SmolLM2, where it gave the plain loop's.
 
     ``compile="max-autotune"`` also lets the compiler pick each product's kernel by timing its own C++
-    matrix kernels against the libraries', makes a SwiGLU's gate and up products one, and calls the
-    graph's kernels from generated C++ (``AUTOTUNE_OPTIONS``): minutes of warm-up (about 5 for
+    matrix kernels against the libraries', makes a SwiGLU's gate and up products one, calls the
+    graph's kernels from generated C++ (``AUTOTUNE_OPTIONS``) and writes a step's attention as loops it
+    fuses (``one_query_attention``): minutes of warm-up (about 5 for
     SmolLM2 on 2 cores), and on a CPU the fastest path here. The weights are then *frozen* into the
     compiled graph, packed into a copy of their own (the model's memory again): a change to the model's
     weights after the first call is not seen by this prepared model; prepare it again. For the same

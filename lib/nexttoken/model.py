@@ -174,23 +174,26 @@ class CausalSelfAttention(nn.Module):
             q, k = rotate(q, *rotary), rotate(k, *rotary)
         if cache is not None:
             k, v = cache.extend(self.layer, k, v)
-        grouped = self.n_kv_heads != self.n_heads
         if return_attention:
-            if grouped:
+            if self.n_kv_heads != self.n_heads:
                 # Grouped-query attention: each key/value head serves n_heads / n_kv_heads query heads.
                 group = self.n_heads // self.n_kv_heads
                 k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
             out, weights = self.attend(q, k, v, mask)
         else:
-            # One fused call (as nanoGPT does): fewer, faster steps; with enable_gqa it pairs each group
-            # of query heads with its key/value head without copying them.
-            dropout = self.dropout.p if self.training else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=grouped)
-            if mask is not None:
-                out = out.nan_to_num(0.0)  # as in attend: a pad slot that sees no key gets 0
-            weights = None
+            out, weights = self.fused_attention(q, k, v, mask), None
         B, _, T, _ = out.shape
         return self.proj(out.transpose(1, 2).reshape(B, T, -1)), weights
+
+    def fused_attention(self, q, k, v, mask):
+        """``attend``'s output in one fused call (as nanoGPT does): fewer, faster steps, no weights.
+        With enable_gqa it pairs each group of query heads with its key/value head without copying them."""
+        dropout = self.dropout.p if self.training else 0.0
+        grouped = self.n_kv_heads != self.n_heads
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, enable_gqa=grouped)
+        if mask is not None:
+            out = out.nan_to_num(0.0)  # as in attend: a pad slot that sees no key gets 0
+        return out
 
     def attend(self, q, k, v, mask):
         """Scaled dot-product attention, step by step: returns the output and the weights."""

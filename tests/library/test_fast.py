@@ -6,6 +6,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from helpers import left_padded_batch, random_hf_gpt2
 
 import nexttoken
@@ -280,6 +282,55 @@ def test_the_fast_path_runs_the_models_own_blocks(monkeypatch):
     monkeypatch.setattr(type(model.blocks[0]), "forward", counting)
     prepare(model, onednn=False).generate(torch.tensor([[1, 2, 3]]), 3)
     assert calls == [model.blocks[0], model.blocks[1]] * 3  # the prompt, then two one-token steps
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(batch=st.integers(1, 3), n_kv=st.integers(1, 3), group=st.integers(1, 3), keys=st.integers(1, 9),
+       head_dim=st.sampled_from([1, 4, 16]), masked=st.booleans(), logit_scale=st.sampled_from([0.0, 1.0, 30.0]),
+       seed=st.integers(0, 2**16))
+def test_one_query_attention_is_the_fused_calls_output(batch, n_kv, group, keys, head_dim, masked, logit_scale, seed):
+    """``one_query_attention`` (the autotuned step's attention) against F.scaled_dot_product_attention,
+    over the shapes a step meets: one key (the first step after a 1-token prompt) to several, batch of
+    one, grouped heads (a kv head shared by 1 to 3 query heads), padded keys, all-equal to near-one-hot
+    weights (logits scaled by 0 to 30)."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, n_kv * group, 1, head_dim, generator=g) * logit_scale
+    k, v = (torch.randn(batch, n_kv, keys, head_dim, generator=g) for _ in range(2))
+    mask = None
+    if masked:  # padding slots; the newest key (the token itself) is always seen
+        mask = torch.rand(batch, 1, 1, keys, generator=g) > 0.4
+        mask[..., -1] = True
+    expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=group > 1)
+    torch.testing.assert_close(nexttoken.fast.one_query_attention(q, k, v, mask), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_autotuned_twin_computes_a_steps_attention_with_one_query_attention(monkeypatch, family):
+    """How the autotuned path attends (its compiler replaced here by the eager call, to see the calls):
+    its twin's attention modules are StepAttention, the model's own are left as they were, every
+    one-token step goes through one_query_attention and the prompt through the fused call, padded or
+    not, and the tokens are the plain loop's."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: fn)
+    calls = []
+    one_query = nexttoken.fast.one_query_attention
+
+    def spy(q, k, v, mask=None):
+        calls.append((q.shape[2], mask is None))
+        return one_query(q, k, v, mask)
+    monkeypatch.setattr(nexttoken.fast, "one_query_attention", spy)
+    model = tiny_model(2, n_layer=2) if family == "gpt2" else rope_gqa_model(2)
+    prepared = prepare(model, compile="max-autotune", onednn=False)
+    attention = [m for m in prepared.graph_model.modules() if isinstance(m, nexttoken.model.CausalSelfAttention)]
+    assert len(attention) == 2 and all(type(m) is nexttoken.fast.StepAttention for m in attention)
+    assert all(type(block.attn) is nexttoken.model.CausalSelfAttention for block in model.blocks)
+    ids = torch.tensor([[3, 1, 4, 1]])
+    assert prepared.generate(ids, 5).tolist() == generate(model, ids, 5).tolist()
+    assert calls == [(1, True)] * 2 * 4  # 2 layers, 4 one-token steps (the 1st token comes from the prompt)
+    calls.clear()
+    ids, mask = left_padded_batch(random.Random(2), 3, model.config.vocab_size, pad=model.config.vocab_size - 1)
+    out = prepared.generate(ids, 5, attention_mask=mask)
+    assert out.tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
+    assert calls == [(1, False)] * 2 * 4  # padded rows: the step's mask is passed on
 
 
 # --- fixed shapes: every one-token step attends over the whole window, masked (what a CUDA graph needs)
