@@ -303,9 +303,10 @@ def one_query_attention(q, k, v, mask=None):
     q: (B, heads, 1, head_dim); k, v: (B, kv heads, keys, head_dim), each kv head serving a group of
     heads / kv heads query heads (grouped-query attention; one head each for GPT-2); mask: None or bool
     (B, 1, 1, keys), True where the token may look. Compiled, the step's attention is then a few fused
-    loops instead of a call to the library's flash attention, which costs more for one query than its
-    arithmetic does (measured in bench/README.md). The new token is real and sees itself, so a row
-    always has a key: no NaN to clear, unlike ``fused_attention``'s padded prompt rows.
+    loops instead of a call out to the library's flash attention: the autotuned step 1.025x (SmolLM2)
+    to 1.037x (GPT-2) faster; eager, the fused call is the faster (bench/README.md). The new token is
+    real and sees itself, so a row always has a key: no NaN to clear, unlike ``fused_attention``'s
+    padded prompt rows.
     """
     B, H, _, D = q.shape
     n_kv = k.shape[1]
