@@ -138,12 +138,37 @@ def test_logits_processors_sampling_and_streaming_pass_through():
     assert torch.stack(streamed, 1).tolist() == fast[:, 3:].tolist()
 
 
-def test_the_logits_match_the_plain_forward_pass():
+def test_the_logits_match_the_plain_forward_pass_at_the_last_position():
     model = tiny_model(4)
     ids, mask = left_padded_batch(random.Random(4), 3, 61, pad=0)
-    expected = model(ids, mask)
-    real = mask.bool()  # pad slots' logits are never used
-    assert torch.allclose(prepare(model).run(ids, mask)[real], expected[real], atol=1e-5)
+    expected = model(ids, mask)[:, -1:]  # left padding: every row's last position is a real token
+    logits = prepare(model).forward_unchecked(ids, mask)
+    assert logits.shape == (3, 1, model.config.vocab_size)
+    assert torch.allclose(logits, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_lm_head_reads_only_the_last_position(family):
+    """How, not only what: the final norm and the LM head get one row per sequence, for the prompt as
+    for each step (the loop keeps only the last position's logits)."""
+    torch.manual_seed(0)
+    if family == "gpt2":
+        model = tiny_model(5)
+    else:
+        config = nexttoken.DecoderConfig(vocab_size=61, context_length=32, d_model=32, n_layers=2, n_heads=4,
+                                         n_kv_heads=2, norm="rmsnorm", mlp="swiglu", positions="rope",
+                                         bias=False, tie_embeddings=False)
+        model = nexttoken.Decoder(config).eval()
+    rows = {"final_norm": [], "lm_head": []}
+    for name, seen in rows.items():
+        getattr(model, name).register_forward_hook(lambda module, args, out, seen=seen: seen.append(args[0].shape[1]))
+    ids, mask = left_padded_batch(random.Random(5), 2, 61, pad=0)
+    expected = generate(model, ids, 6, attention_mask=mask)
+    prepared = prepare(model)  # (which times the products once, on rows of its own)
+    for seen in rows.values():
+        seen.clear()
+    assert prepared.generate(ids, 6, attention_mask=mask).tolist() == expected.tolist()
+    assert ids.shape[1] > 1 and rows == {"final_norm": [1] * 6, "lm_head": [1] * 6}
 
 
 def test_bad_arguments_are_refused_with_the_loops_messages():
