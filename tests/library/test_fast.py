@@ -151,18 +151,11 @@ def test_the_logits_match_the_plain_forward_pass_at_the_last_position():
 def test_the_lm_head_reads_only_the_last_position(family):
     """How, not only what: the final norm and the LM head get one row per sequence, for the prompt as
     for each step (the loop keeps only the last position's logits)."""
-    torch.manual_seed(0)
-    if family == "gpt2":
-        model = tiny_model(5)
-    else:
-        config = nexttoken.DecoderConfig(vocab_size=61, context_length=32, d_model=32, n_layers=2, n_heads=4,
-                                         n_kv_heads=2, norm="rmsnorm", mlp="swiglu", positions="rope",
-                                         bias=False, tie_embeddings=False)
-        model = nexttoken.Decoder(config).eval()
+    model = tiny_model(5) if family == "gpt2" else rope_gqa_model(5)
     rows = {"final_norm": [], "lm_head": []}
     for name, seen in rows.items():
         getattr(model, name).register_forward_hook(lambda module, args, out, seen=seen: seen.append(args[0].shape[1]))
-    ids, mask = left_padded_batch(random.Random(5), 2, 61, pad=0)
+    ids, mask = left_padded_batch(random.Random(5), 2, model.config.vocab_size, pad=0)
     expected = generate(model, ids, 6, attention_mask=mask)
     prepared = prepare(model)  # (which times the products once, on rows of its own)
     for seen in rows.values():
