@@ -1,10 +1,10 @@
-"""Draw one step of the generation loop with the default model's real numbers: _static/generation_loop.svg.
+"""Draw one step of the generation loop with SmolLM2's real numbers: _static/generation_loop.svg.
 
     .venv/bin/python scripts/draw_loop.py            # (re)write the figure
     .venv/bin/python scripts/draw_loop.py --check    # exit 1 if the figure's numbers are out of date
 
 The introduction and chapter 5 show the figure; tests/book/test_loop_figure.py checks that its numbers are
-what the shipped model computes now.
+what SmolLM2-135M-Instruct (the model the set-up installs) computes now.
 """
 
 import argparse
@@ -26,8 +26,9 @@ NEW_TOKENS = 8
 
 
 def facts() -> dict:
-    """Everything the figure shows, computed by the shipped model (greedy, so the same on every machine)."""
-    enc, model = nexttoken.gpt2_tokenizer(), nexttoken.load_pretrained()
+    """Everything the figure shows, computed by SmolLM2-135M-Instruct, the lesson's real model (greedy, so the
+    same on every machine)."""
+    enc, model = nexttoken.smollm2_tokenizer(), nexttoken.load_smollm2()
     ids = torch.tensor([enc.encode(PROMPT)])
     with torch.no_grad():
         logits = model(ids)
@@ -42,7 +43,7 @@ def facts() -> dict:
 
 
 def labels(f: dict) -> list[tuple[str, str]]:
-    top = "\n".join(f"p({t!r}) = {p:.3f}" for t, p in f["top"])
+    top = "\n".join(f"{p:.3f} {t!r}" for t, p in f["top"])  # probability, token
     return [
         ("prompt ids", f"{PROMPT!r}\n{f['ids']}"),
         ("1. forward", f"model(ids)\nlogits {f['logits_shape']}"),
@@ -83,7 +84,7 @@ def draw(f: dict, path: Path) -> None:
                 arrowprops=dict(arrowstyle="->", color="#b7503b"))
     ax.text(x2 + 0.8, (low + h + high) / 2, "repeat with the longer\nsequence, until EOS\nor max_new_tokens",
             ha="left", va="center", fontsize=9, color="#b7503b")
-    ax.text(0.1, -0.55, f"{NEW_TOKENS} greedy steps of the default model continue {PROMPT!r} with\n"
+    ax.text(0.1, -0.55, f"{NEW_TOKENS} greedy steps of SmolLM2-135M-Instruct continue {PROMPT!r} with\n"
             f"{f['continuation']!r}", fontsize=9, family="monospace", va="center")
     fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
