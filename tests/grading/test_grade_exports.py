@@ -22,12 +22,13 @@ def rows_of(name, points, status="passed", tasks=("ch02.q1", "ch02.q2")):
             for t, p in zip(tasks, points)]
 
 
-ROSTER = [dict(file="alice_*.ipynb", student_id="a1", name="Alice", email="", section="S1", canvas_id="101",
+ROSTER = exports.Roster([
+          dict(file="alice_*.ipynb", student_id="a1", name="Alice", email="", section="S1", canvas_id="101",
                sis_user_id="SIS-A", sis_login_id="alice", ),
           dict(file="bob.ipynb", student_id="b2", name="Bob", email="", section="S2", canvas_id="102",
                sis_user_id="", sis_login_id=""),
           dict(file="carol.ipynb", student_id="c3", name="Carol", email="", section="S1", canvas_id="103",
-               sis_user_id="", sis_login_id="")]
+               sis_user_id="", sis_login_id="")])
 
 
 def write_roster(tmp_path, text):
@@ -44,7 +45,7 @@ def test_the_roster_needs_its_columns_and_unique_ids(tmp_path):
     with pytest.raises(exports.RosterError, match="line 2: file and student_id must not be empty"):
         exports.read_roster(write_roster(tmp_path, "file,student_id,name\n,a1,X\n"))
     roster = exports.read_roster(write_roster(tmp_path, "\ufefffile,student_id,name,section\nx.ipynb,a1,X,S\n"))
-    assert roster == [dict(file="x.ipynb", student_id="a1", name="X", email="", section="S", canvas_id="",
+    assert roster.students == [dict(file="x.ipynb", student_id="a1", name="X", email="", section="S", canvas_id="",
                            sis_user_id="", sis_login_id="")]
 
 
@@ -62,7 +63,7 @@ def test_every_file_and_every_student_is_accounted_for():
 
 
 def test_a_file_two_roster_lines_name_is_reported_not_given_to_either():
-    roster = [dict(ROSTER[0]), dict(ROSTER[1], file="alice_*")]
+    roster = exports.Roster([dict(ROSTER.students[0]), dict(ROSTER.students[1], file="alice_*")])
     [row, _] = exports.with_identity(rows_of("alice_1.ipynb", [1, 1]), roster)[:2]
     assert row["student_id"] == "" and row["roster_status"] == "several_students: a1, b2"
 
@@ -105,10 +106,17 @@ def test_github_classroom_payload_is_the_reporters():
     assert passed["status"] == "pass"
 
 
-def test_file_keys_are_safe_and_unique():
-    keys = exports.file_keys(["../../etc/x.ipynb", "a b.ipynb", "a_b.ipynb", "alice_1.ipynb"], ROSTER)
-    assert keys == {"../../etc/x.ipynb": "x", "a b.ipynb": "a_b", "a_b.ipynb": "a_b-2", "alice_1.ipynb": "a1"}
-    assert all("/" not in k for k in keys.values())
+def test_file_keys_are_safe_and_unique_and_no_name_takes_anothers():
+    """Without a roster a file is keyed by its own name: "a b.ipynb" (made safe: a_b) cannot take
+    "a_b.ipynb"'s file, "Bob.ipynb" cannot take "bob.ipynb"'s on a case-insensitive disk, and no name can
+    ask for a hashed stem, whichever order the batch is in."""
+    names = ["../../etc/x.ipynb", "a b.ipynb", "a_b.ipynb", "Bob.ipynb", "bob.ipynb", "ok.ipynb"]
+    keys = exports.file_keys(names)
+    assert keys["../../etc/x.ipynb"] == "x" and keys["a_b.ipynb"] == "a_b" and keys["ok.ipynb"] == "ok"
+    assert keys["a b.ipynb"].startswith("a_b~") and {keys["Bob.ipynb"][:4], keys["bob.ipynb"][:4]} == {"Bob~", "bob~"}
+    assert len({k.casefold() for k in keys.values()}) == len(names) and all("/" not in k for k in keys.values())
+    assert exports.file_keys(names[::-1]) == keys  # made from each name alone, not the batch's order
+    assert exports.file_keys([keys["a b.ipynb"] + ".ipynb", "a b.ipynb"])["a b.ipynb"] == keys["a b.ipynb"]
 
 
 def test_a_resumed_roster_csv_is_read_without_its_roster_rows(tmp_path):

@@ -17,4 +17,5 @@ goes on from there.
     sandbox.py      bubblewrap, cgroups, seccomp recorder.py what runs inside the sandbox
     wire.py         the data format and limits  judge.py    one task's record -> (status, reason)
     notebook.py     one submission's rows       csvs.py     the CSVs       cli.py  the command line
+    assignment.py   --chapter                   exports.py  roster, LMS and feedback files
 """

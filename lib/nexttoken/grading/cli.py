@@ -7,12 +7,13 @@ import os
 import queue
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import sandbox
-from . import exports
-from .csvs import FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, write_csv
+from . import assignment, exports, sandbox
+from .csvs import (FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, shown,
+                   write_csv)
 from .notebook import grade_notebook
 from .runner import Settings
 from .submissions import Snapshots
@@ -30,21 +31,52 @@ def positive_int(text: str) -> int:
 def progress(done: int, total: int, name: str, rows: list[dict], seconds: float) -> None:
     """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status)."""
     points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
-    score = f"{points}/{most}" if most else rows[0]["status"]
-    print(f"[{done}/{total}] {clean(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
+    if rows[0]["task"] != "-":
+        score = f"{points}/{most}"
+    else:  # the notebook as a whole: its status, and "0/5" where --chapter gives the assignment's points
+        score = rows[0]["status"] + (f" {points}/{most}" if most else "")
+    print(f"[{done}/{total}] {shown(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
 
 
-def write_grades(args, rows: list[dict], roster: list[dict] | None) -> list[dict]:
+def most_points(args, rows: list[dict]) -> int:
+    """The assignment's points: its chapter's with --chapter, else the most a graded submission can get."""
+    return exports.assignment_max(rows, assignment.chapter_points(args.chapter) if args.chapter else None)
+
+
+def write_grades(args, rows: list[dict], roster: exports.Roster | None) -> list[dict]:
     """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
     each submission's tasks in order), so that merged shards give exactly what one run writes."""
-    rows = sorted(rows, key=lambda r: r["submission"])
+    rows = sorted(assignment.for_assignment(rows, args.chapter), key=lambda r: r["submission"])
+    most = most_points(args, rows)
     if roster is None:
         write_csv(args.out, FIELDS, rows)
     else:
-        write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster))
+        write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster, most))
     if args.gradebook is not None:
-        write_csv(args.gradebook, *(gradebook(rows) if roster is None else exports.student_gradebook(rows, roster)))
+        write_csv(args.gradebook, *(gradebook(rows) if roster is None else
+                                    exports.student_gradebook(rows, roster, most)))
     return rows
+
+
+def problems_path(out: Path) -> Path:
+    """Where a run with --roster lists the roster's problems: next to --out (grades.csv: grades-problems.csv)."""
+    return out.with_name(f"{out.stem}-problems.csv")
+
+
+def report_roster(args, rows: list[dict], roster: exports.Roster) -> None:
+    """Every roster problem in the problems file, and on stderr their counts and the first few, named."""
+    found = exports.problems(rows, roster)
+    write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
+    counts = Counter(p["problem"] for p in found)
+    said = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
+    print(f"roster: {len(roster.students)} students, {len(exports.per_submission(rows))} files; problems: {said}"
+          f" (all in {shown(problems_path(args.out))})", file=sys.stderr)
+    for p in found[:20]:  # e.g. "duplicate_submission: a1 Alice: alice_v2.ipynb: not counted"
+        who = f"{p['student_id']} {p['name']}".strip()
+        parts = (p["problem"], who, Path(p["submission"]).name if p["submission"] else "", p["detail"])
+        print("  " + shown(": ".join(part for part in parts if part)), file=sys.stderr)
+    if len(found) > 20:
+        print(f"  ... and {len(found) - 20} more", file=sys.stderr)
 
 
 def merge(argv) -> int:
@@ -61,7 +93,7 @@ def merge(argv) -> int:
         p.error("--github-classroom reports one runner's submissions: use it on a grading run, not a merge")
     rows, owner = [], {}
     try:
-        roster = exports.read_roster(args.roster) if args.roster is not None else None
+        roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
         for number, part in enumerate(args.parts):
             if not part.is_file():
                 raise ValueError(f"{part} does not exist")
@@ -71,30 +103,30 @@ def merge(argv) -> int:
                     raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
                 rows.append(r)
     except (ValueError, exports.RosterError) as exc:
-        print(f"python -m nexttoken.grade merge: {exc}", file=sys.stderr)
+        print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
     rows = write_grades(args, rows, roster)
     write_exports(args, rows, roster)
-    print(f"merged {len(args.parts)} CSVs: {len(owner)} submissions, {len(rows)} rows, into {args.out}")
+    if roster is not None:
+        report_roster(args, rows, roster)
+    print(f"merged {len(args.parts)} CSVs: {len(owner)} submissions, {len(rows)} rows, into {shown(args.out)}")
     return 0
 
 
-def write_exports(args, rows: list[dict], roster: list[dict] | None) -> None:
-    """Canvas, Gradescope and the feedback files, from the same rows as grades.csv."""
+def write_exports(args, rows: list[dict], roster: exports.Roster | None) -> None:
+    """Canvas, Gradescope and the feedback files, from the same rows as grades.csv: with a roster, one
+    of each per roster student, named by the roster; without, one per submission."""
     if args.canvas is not None:
         write_csv(args.canvas, *exports.canvas(rows, roster, args.assignment))
-    by_submission = exports.per_submission(rows)
-    keys = exports.file_keys(list(by_submission), roster)
     for folder in (args.gradescope, args.feedback):
         if folder is not None:
             folder.mkdir(exist_ok=True)
-    for name, mine in by_submission.items():
+    for stem, results, feedback in exports.per_file(rows, roster, most_points(args, rows)):
         if args.gradescope is not None:
-            (args.gradescope / keys[name]).mkdir(exist_ok=True)
-            exports.write_text(args.gradescope / keys[name] / "results.json",
-                               json.dumps(exports.gradescope_results(mine), indent=2) + "\n")
+            (args.gradescope / stem).mkdir(exist_ok=True)
+            exports.write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
         if args.feedback is not None:
-            exports.write_text(args.feedback / f"{keys[name]}.md", exports.feedback(name, mine))
+            exports.write_text(args.feedback / f"{stem}.md", feedback)
 
 
 def shard(text: str) -> tuple[int, int]:
@@ -107,13 +139,20 @@ def shard(text: str) -> tuple[int, int]:
 def add_export_arguments(p) -> None:
     p.add_argument("--roster", type=Path, help="CSV of the class: file (a file name or pattern such as s12_*.ipynb), "
                    "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; every row "
-                   "then carries its student, and the gradebook has one row per student")
+                   "then carries its student, the gradebook and every export have one row or file per "
+                   "student, and the roster's problems are listed in OUT-problems.csv")
+    p.add_argument("--ignore-case", action="store_true",
+                   help="match file names to the roster's file patterns without regard to case (Unicode case "
+                        "folding); they are always compared in Unicode NFC form")
+    p.add_argument("--chapter", type=assignment.chapter_arg,
+                   help="the assignment's chapter (5 or ch05): a notebook of another chapter gets 0 for it")
     p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
     p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
-    p.add_argument("--gradescope", type=Path, help="also write DIR/<student or file>/results.json (Gradescope)")
+    p.add_argument("--gradescope", type=Path, help="also write DIR/<student_id, or file>/results.json (Gradescope)")
     p.add_argument("--github-classroom", action="store_true",
                    help="print only the GitHub Classroom runner result (base64 JSON) on stdout, nothing on stderr")
-    p.add_argument("--feedback", type=Path, help="also write DIR/<student or file>.md, one per submission")
+    p.add_argument("--feedback", type=Path, help="also write DIR/<student_id, or file>.md, one per student "
+                   "(with --roster) or submission")
 
 
 def check_export_arguments(p, args) -> None:
@@ -200,12 +239,12 @@ def main(argv=None):
                             file_size_mb=args.file_size, cpu_s=args.cpu_time or args.notebook_timeout)
     for target in (args.out, args.gradebook, args.canvas, args.gradescope, args.feedback):
         if target is not None and not target.parent.is_dir():
-            print(f"python -m nexttoken.grade: the folder of {target} does not exist", file=sys.stderr)
+            print(f"python -m nexttoken.grade: the folder of {shown(target)} does not exist", file=sys.stderr)
             return 2
     try:
-        roster = exports.read_roster(args.roster) if args.roster is not None else None
+        roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
     except exports.RosterError as exc:
-        print(f"python -m nexttoken.grade: {exc}", file=sys.stderr)
+        print(f"python -m nexttoken.grade: {shown(exc)}", file=sys.stderr)
         return 2
     if args.github_classroom:  # the reporter's payload alone on stdout, and nothing on stderr
         sys.stderr = open(os.devnull, "w")
@@ -224,7 +263,7 @@ def main(argv=None):
     cgroups, uids = ready
     settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
                         use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
-                        cgroups=cgroups, uids=uids, held_out=args.held_out)
+                        cgroups=cgroups, uids=uids, held_out=args.held_out, chapter=args.chapter)
 
     previous = read_previous(args.out) if args.resume else []
     done = {r["submission"] for r in previous}
@@ -247,9 +286,11 @@ def main(argv=None):
         try:
             data, problem = snapshots.read(name)
             if problem is not None:
-                return [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
+                rows = [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
                              reason=clean(problem[1]), library_calls="")]
-            return clean_rows(grade_notebook(name, data, settings, slot))
+            else:
+                rows = clean_rows(grade_notebook(name, data, settings, slot))
+            return assignment.for_assignment(rows, args.chapter)
         except Exception as exc:  # a grader bug must not cost the other submissions their grades
             return [error_row(name, exc)]
         finally:
@@ -260,7 +301,7 @@ def main(argv=None):
         try:
             rows = write_grades(args, rows, roster)
         except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
-            print(f"WARNING: could not write {args.out}: {clean(exc)}", file=sys.stderr)
+            print(f"WARNING: could not write {shown(args.out)}: {shown(exc)}", file=sys.stderr)
             return rows, False
         return rows, True
 
@@ -283,23 +324,26 @@ def main(argv=None):
             cgroups.sweep()
     elapsed = time.monotonic() - start
     if not saved:
-        print(f"python -m nexttoken.grade: the grades could not be written to {args.out}", file=sys.stderr)
+        print(f"python -m nexttoken.grade: the grades could not be written to {shown(args.out)}", file=sys.stderr)
         return 1
 
     try:
         write_exports(args, rows, roster)
+        if roster is not None:
+            report_roster(args, rows, roster)
     except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
-        print(f"python -m nexttoken.grade: the exports could not be written: {clean(exc)}", file=sys.stderr)
+        print(f"python -m nexttoken.grade: the exports could not be written: {shown(exc)}", file=sys.stderr)
         return 1
     if args.github_classroom:
         print(exports.github_classroom(rows))
         return 0
     print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
     for r in rows:
-        print(f"{Path(r['submission']).name[:40]:40s} {r['task']:10s} {r['points']:>3}/{r['max_points']:<2}  "
-              f"{r['status']}")
+        print(f"{shown(Path(r['submission']).name)[:40]:40s} {shown(r['task']):10s} "
+              f"{r['points']:>3}/{r['max_points']:<2}  {shown(r['status'])}")
     if todo:
         print(f"graded {len(todo)} submissions in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
               f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''})")
-    print(f"wrote {len(rows)} rows to {args.out}" + (f" and {args.gradebook}" if args.gradebook else ""))
+    print(f"wrote {len(rows)} rows to {shown(args.out)}"
+          + (f" and {shown(args.gradebook)}" if args.gradebook else ""))
     return 0

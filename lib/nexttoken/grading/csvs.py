@@ -20,6 +20,13 @@ def clean(value) -> str:
     return text.replace("\0", "\\x00")
 
 
+def shown(value) -> str:
+    """Text as printed on a terminal: every character a terminal acts on or hides (ESC and the other
+    controls, bidirectional overrides, line separators) as its Python escape (\\x1b, \\u202e), so that a
+    file name can neither move the cursor, recolour the screen nor reorder what the instructor reads."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in clean(value))
+
+
 def name_text(path) -> str:
     """A submission's name as written in the CSVs: its bytes as UTF-8, a byte that is not UTF-8 as \\xNN
     and a backslash doubled, so two different names never give the same text (--resume keys on it)."""

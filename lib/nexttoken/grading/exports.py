@@ -2,16 +2,23 @@
 (Canvas), a grading service's results (Gradescope, GitHub Classroom) and one feedback file per submission.
 
 All of it is made from the rows the grader wrote (``csvs.FIELDS``), so every export agrees with
-grades.csv: the same points, the same totals.
+grades.csv: the same points, the same totals. With a roster, every export is keyed by the roster's
+student, never by a file name: a file can only ever reach the row and the files of the one student whose
+``file`` pattern it matches, and a file that matches no student, or one of several files of one student,
+is reported (``problems``), never merged into anyone else's.
 """
 
 import base64
 import csv
 import fnmatch
+import hashlib
 import json
 import os
 import re
 import tempfile
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REQUIRED = ("file", "student_id", "name")  # file: a submission's file name, or a pattern (s12_*.ipynb)
@@ -19,13 +26,31 @@ OPTIONAL = ("email", "section", "canvas_id", "sis_user_id", "sis_login_id")
 # A row's roster_status (csvs.IDENTITY): matched, no_roster_entry (a file no roster line names),
 # several_students (a file that two lines name), duplicate_submission (a student with two files: both
 # graded, both reported) or missing_submission (a student with no file: a row of 0 points).
+PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
 
 
 class RosterError(ValueError):
     """A roster that cannot be used as it is: the message says what to fix."""
 
 
-def read_roster(path: Path) -> list[dict]:
+def folded(text: str, ignore_case: bool = False) -> str:
+    """A name as names are compared: NFC (a Mac writes "é" as e + a combining accent, the roster's
+    spreadsheet as one character) and, with --ignore-case, Unicode case folding."""
+    text = unicodedata.normalize("NFC", text)
+    return text.casefold() if ignore_case else text
+
+
+@dataclass
+class Roster:
+    """The class: one dict per student (REQUIRED and OPTIONAL columns), and how names are compared."""
+    students: list[dict] = field(default_factory=list)
+    ignore_case: bool = False
+
+    def __iter__(self):
+        return iter(self.students)
+
+
+def read_roster(path: Path, ignore_case: bool = False) -> Roster:
     """The roster's students, each a dict of REQUIRED and OPTIONAL columns (missing optional ones: "")."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's BOM is no column
@@ -42,44 +67,62 @@ def read_roster(path: Path) -> list[dict]:
     for line, student in enumerate(students, start=2):
         if not (student.get("file") or "").strip() or not (student.get("student_id") or "").strip():
             raise RosterError(f"--roster: {path} line {line}: file and student_id must not be empty")
-        if student["student_id"] in seen:
+        sid = folded(student["student_id"].strip(), ignore_case)  # ids that only look different are one
+        if sid in seen:
             raise RosterError(f"--roster: {path} line {line}: student_id {student['student_id']!r} twice")
-        seen.add(student["student_id"])
-    return [{c: (s.get(c) or "").strip() for c in (*REQUIRED, *OPTIONAL)} for s in students]
+        seen.add(sid)
+    return Roster([{c: (s.get(c) or "").strip() for c in (*REQUIRED, *OPTIONAL)} for s in students], ignore_case)
 
 
-def owners(names: list[str], roster: list[dict]) -> dict[str, list[dict]]:
+def owners(names: list[str], roster: Roster) -> dict[str, list[dict]]:
     """For each submission (its name as in the CSV), the roster students whose ``file`` matches its
-    file name (a pattern, case-sensitive, as fnmatch reads it)."""
-    return {name: [s for s in roster if fnmatch.fnmatchcase(Path(name).name, s["file"])] for name in names}
+    file name (a pattern, as fnmatch reads it), both compared as ``folded`` says."""
+    patterns = [(folded(s["file"], roster.ignore_case), s) for s in roster]
+    found = {}
+    for name in names:
+        base = folded(Path(name).name, roster.ignore_case)
+        found[name] = [s for pattern, s in patterns if fnmatch.fnmatchcase(base, pattern)]
+    return found
 
 
-def with_identity(rows: list[dict], roster: list[dict]) -> list[dict]:
-    """The rows, each with the student it belongs to (IDENTITY columns), then one missing_submission row
-    per student with no file. Nothing is dropped: a file nobody owns keeps its rows, unowned."""
-    names = list(dict.fromkeys(r["submission"] for r in rows))
-    found = owners(names, roster)
-    files_of: dict[str, list[str]] = {}
-    for name, students in found.items():
+def match(names: list[str], roster: Roster) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """({student_id: the files that are theirs}, {file: its roster_status}). A file is a student's only
+    where exactly one roster line names it: a file no line names, or two lines name, is nobody's."""
+    files_of: dict[str, list[str]] = {s["student_id"]: [] for s in roster}
+    status = {}
+    for name, students in owners(names, roster).items():
         if len(students) == 1:
-            files_of.setdefault(students[0]["student_id"], []).append(name)
+            files_of[students[0]["student_id"]].append(name)
+        elif students:
+            status[name] = "several_students: " + ", ".join(s["student_id"] for s in students)
+        else:
+            status[name] = "no_roster_entry"
+    for files in files_of.values():
+        for name in files:
+            status[name] = "duplicate_submission" if len(files) > 1 else "matched"
+    return files_of, status
+
+
+def missing_reason(student: dict) -> str:
+    return f"missing submission: no file matches {student['file']!r}"
+
+
+def with_identity(rows: list[dict], roster: Roster, most: int = 0) -> list[dict]:
+    """The rows, each with the student it belongs to (IDENTITY columns), then one missing_submission row
+    per student with no file, out of ``most`` points (the assignment's). Nothing is dropped: a file
+    nobody owns keeps its rows, unowned."""
+    files_of, status = match(list(dict.fromkeys(r["submission"] for r in rows)), roster)
+    owner = {name: s for s in roster for name in files_of[s["student_id"]]}
     out = []
     for r in rows:
-        students = found[r["submission"]]
-        if not students:
-            out.append({**r, "student_id": "", "name": "", "roster_status": "no_roster_entry"})
-        elif len(students) > 1:
-            ids = ", ".join(s["student_id"] for s in students)
-            out.append({**r, "student_id": "", "name": "", "roster_status": f"several_students: {ids}"})
-        else:
-            s = students[0]
-            status = "duplicate_submission" if len(files_of[s["student_id"]]) > 1 else "matched"
-            out.append({**r, "student_id": s["student_id"], "name": s["name"], "roster_status": status})
+        s = owner.get(r["submission"], {})
+        out.append({**r, "student_id": s.get("student_id", ""), "name": s.get("name", ""),
+                    "roster_status": status[r["submission"]]})
     for s in roster:
-        if s["student_id"] not in files_of:
-            out.append(dict(submission="-", task="-", points=0, max_points=0, status="missing_submission",
-                            reason=f"no submission matches {s['file']!r}", library_calls="",
-                            student_id=s["student_id"], name=s["name"], roster_status="missing_submission"))
+        if not files_of[s["student_id"]]:
+            out.append(dict(submission="-", task="-", points=0, max_points=most, status="missing_submission",
+                            reason=missing_reason(s), library_calls="", student_id=s["student_id"],
+                            name=s["name"], roster_status="missing_submission"))
     return out
 
 
@@ -92,68 +135,136 @@ def totals(rows: list[dict]) -> dict[str, tuple[int, int]]:
     return sums
 
 
-def student_gradebook(rows: list[dict], roster: list[dict]) -> tuple[list[str], list[dict]]:
-    """One row per roster student: the submission counted (of two, the one with more points: both are
-    named and the status says duplicate_submission), each task's points, total and max_points."""
-    identified = with_identity(rows, roster)
-    task_names = sorted({r["task"] for r in rows if r["task"] != "-"})
-    sums = totals(rows)
-    book = []
+def assignment_max(rows: list[dict], chapter_max: int | None = None) -> int:
+    """The assignment's points: its chapter's (--chapter), else the most any graded submission can get."""
+    return chapter_max if chapter_max is not None else max((m for _, m in totals(rows).values()), default=0)
+
+
+@dataclass
+class Result:
+    """One roster student's result: the files that are theirs, the one counted and its rows."""
+    student: dict
+    files: list[str]
+    counted: str | None  # None: nothing handed in
+    rows: list[dict]
+    total: int
+    max_points: int
+
+    @property
+    def status(self) -> str:
+        if not self.files:
+            return "missing_submission"
+        return "duplicate_submission" if len(self.files) > 1 else "graded"
+
+    def notes(self, sums: dict) -> list[str]:
+        """What the student's feedback and results say besides the counted file's rows."""
+        if self.counted is None:
+            return [missing_reason(self.student)]
+        return [f"also handed in, not counted: {Path(f).name} ({sums[f][0]} of {sums[f][1]} points); "
+                "your instructor has been told" for f in self.files if f != self.counted]
+
+
+def results(rows: list[dict], roster: Roster, most: int) -> tuple[list[Result], dict]:
+    """One Result per roster student, in the roster's order, and the (points, max_points) per file. Of a
+    student's several files the one with more points counts: a second file (someone else's, named to
+    match) can never lower a student's total; it is reported (``problems``) for the instructor."""
+    grouped, sums = per_submission(rows), totals(rows)
+    files_of, _ = match(list(grouped), roster)
+    out = []
     for s in roster:
-        mine = [r for r in identified if r["student_id"] == s["student_id"] and r["submission"] != "-"]
-        files = list(dict.fromkeys(r["submission"] for r in mine))
+        files = files_of[s["student_id"]]
+        counted = max(files, key=lambda f: sums[f][0]) if files else None
+        total, top = sums[counted] if counted else (0, most)
+        out.append(Result(s, files, counted, grouped.get(counted, []), total, top))
+    return out, sums
+
+
+def student_gradebook(rows: list[dict], roster: Roster, most: int = 0) -> tuple[list[str], list[dict]]:
+    """One row per roster student: the submission counted (of two, the one with more points: both are
+    named and the status says duplicate_submission), each task's points, total and max_points (for a
+    student with no file: 0 of the assignment's ``most``, missing_submission)."""
+    task_names = sorted({r["task"] for r in rows if r["task"] != "-"})
+    book = []
+    for result in results(rows, roster, most)[0]:
+        s = result.student
         entry = {"student_id": s["student_id"], "name": s["name"], "email": s["email"], "section": s["section"],
-                 "submission": " + ".join(files), "total": 0, "max_points": 0,
-                 "status": "missing_submission" if not files else
-                 ("duplicate_submission" if len(files) > 1 else "graded")}
-        if files:
-            counted = max(files, key=lambda f: sums[f][0])
-            entry["total"], entry["max_points"] = sums[counted]
-            entry.update({r["task"]: r["points"] for r in mine if r["submission"] == counted and r["task"] != "-"})
+                 "submission": " + ".join(result.files), "total": result.total, "max_points": result.max_points,
+                 "status": result.status}
+        entry.update({r["task"]: r["points"] for r in result.rows if r["task"] != "-"})
         book.append(entry)
     header = ["student_id", "name", "email", "section", "submission", *task_names, "total", "max_points", "status"]
     return header, book
 
 
-def canvas(rows: list[dict], roster: list[dict], assignment: str) -> tuple[list[str], list[dict]]:
+def canvas(rows: list[dict], roster: Roster, assignment: str) -> tuple[list[str], list[dict]]:
     """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, and the assignment's
     column, named as Canvas exports it ("NAME (ID)"), holding each student's total points."""
-    _, book = student_gradebook(rows, roster)
-    by_id = {s["student_id"]: s for s in roster}
-    header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment]
-    return header, [{"Student": e["name"], "ID": by_id[e["student_id"]]["canvas_id"],
-                     "SIS User ID": by_id[e["student_id"]]["sis_user_id"] or e["student_id"],
-                     "SIS Login ID": by_id[e["student_id"]]["sis_login_id"], "Section": e["section"],
-                     assignment: e["total"]} for e in book]
+    lines = []
+    for result in results(rows, roster, 0)[0]:
+        s = result.student
+        lines.append({"Student": s["name"], "ID": s["canvas_id"], "SIS User ID": s["sis_user_id"] or s["student_id"],
+                      "SIS Login ID": s["sis_login_id"], "Section": s["section"], assignment: result.total})
+    return ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment], lines
 
 
-def file_keys(names: list[str], roster: list[dict] | None) -> dict[str, str]:
-    """A safe, unique file name stem per submission: its student's id where the roster names exactly
-    one, else its own name with anything but letters, digits, ".", "_" and "-" replaced."""
-    found = owners(names, roster) if roster else {n: [] for n in names}
-    keys, used = {}, set()
-    for name in names:
-        students = found[name]
-        stem = students[0]["student_id"] if len(students) == 1 else Path(name).stem
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem).strip(".")[:80] or "submission"
-        key, n = stem, 2
-        while key in used:
-            key, n = f"{stem}-{n}", n + 1
-        used.add(key)
-        keys[name] = key
-    return keys
+def problems(rows: list[dict], roster: Roster) -> list[dict]:
+    """What the instructor must look at (PROBLEM_FIELDS): a file no roster line names or several do, each
+    file of a student with more than one (which one counted), and each student with none."""
+    _, status = match(list(dict.fromkeys(r["submission"] for r in rows)), roster)
+    found = [dict(problem=why.split(":")[0], student_id="", name="", submission=name, detail=why)
+             for name, why in status.items() if why not in ("matched", "duplicate_submission")]
+    for result in results(rows, roster, 0)[0]:
+        s = result.student
+        if result.status == "missing_submission":
+            found.append(dict(problem="missing_submission", student_id=s["student_id"], name=s["name"],
+                              submission="", detail=missing_reason(s)))
+        elif result.status == "duplicate_submission":
+            found += [dict(problem="duplicate_submission", student_id=s["student_id"], name=s["name"],
+                           submission=f, detail="counted" if f == result.counted else "not counted")
+                      for f in result.files]
+    return found
 
 
-def gradescope_results(rows: list[dict]) -> dict:
-    """One submission's rows in Gradescope's autograder format (results.json)."""
+SAFE_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")  # no "~": only a hashed stem has one
+
+
+def safe_stems(wanted: dict[str, str]) -> dict[str, str]:
+    """A file name stem for each key, made from that key alone, never from the batch's order: the text
+    it wants where that is a safe name no other key wants (compared case-folded: a Mac's disk), else the
+    text made safe plus "~" and a hash of the key. No text can take the stem another key gets: a safe
+    stem has no "~", and a hashed one is its own key's."""
+    count = Counter(text.casefold() for text in wanted.values())
+    stems = {}
+    for key, text in wanted.items():
+        if SAFE_STEM.fullmatch(text) and count[text.casefold()] == 1:
+            stems[key] = text
+        else:
+            digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            stems[key] = (re.sub(r"[^A-Za-z0-9._-]", "_", text).strip(".")[:60] or "submission") + "~" + digest
+    return stems
+
+
+def student_keys(roster: Roster) -> dict[str, str]:
+    """The feedback and Gradescope file stem of each student: their student_id (made safe)."""
+    return safe_stems({s["student_id"]: s["student_id"] for s in roster})
+
+
+def file_keys(names: list[str]) -> dict[str, str]:
+    """Without a roster, each submission's file stem: its own file's stem (made safe)."""
+    return safe_stems({name: Path(name).stem for name in names})
+
+
+def gradescope_results(rows: list[dict], notes: list[str] = ()) -> dict:
+    """One submission's rows in Gradescope's autograder format (results.json); ``notes`` (a missing or a
+    second submission) are said at the top, where the student looks."""
     tests = [{"name": r["task"], "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
               "output": f"{r['status']}: {r['reason']}", "visibility": "visible"}
              for i, r in enumerate((r for r in rows if r["task"] != "-"), start=1)]
-    problems = [f"{r['status']}: {r['reason']}" for r in rows if r["task"] == "-"]
+    said = [f"{r['status']}: {r['reason']}" for r in rows if r["task"] == "-"] + list(notes)
     result = {"score": sum(int(r["points"]) for r in rows), "tests": tests}
-    if problems:  # a file that could not be graded at all: said at the top, where the student looks
-        result["output"] = "\n".join(problems)
+    if said:
+        result["output"] = "\n".join(said)
     return result
 
 
@@ -171,14 +282,38 @@ def github_classroom(rows: list[dict]) -> str:
     return base64.b64encode(json.dumps(payload).encode()).decode("ascii")
 
 
-def feedback(name: str, rows: list[dict]) -> str:
-    """A submission's feedback, in Markdown: each task's points, status and the check's explanation."""
-    points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
-    lines = [f"# Feedback: {Path(name).name}", "", f"**{points} of {most} points.**", ""]
+def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | None = None) -> str:
+    """Feedback in Markdown: the points (of ``most``, else of the rows' maximum), any ``notes``, then each
+    task's points, status and the check's explanation."""
+    points = sum(int(r["points"]) for r in rows)
+    most = sum(int(r["max_points"]) for r in rows) if most is None else most
+    lines = [f"# Feedback: {title}", "", f"**{points} of {most} points.**", ""]
+    lines += [f"- {note}" for note in notes] + ([""] if notes else [])
     for r in rows:
-        title = "the notebook" if r["task"] == "-" else r["task"]
-        lines += [f"## {title}: {r['status']} ({r['points']}/{r['max_points']})", "", "```", r["reason"], "```", ""]
+        heading = "the notebook" if r["task"] == "-" else r["task"]
+        lines += [f"## {heading}: {r['status']} ({r['points']}/{r['max_points']})", "", "```", r["reason"], "```", ""]
     return "\n".join(lines)
+
+
+def student_feedback(result: Result, sums: dict) -> str:
+    """A roster student's feedback file: titled by the roster, made from their counted file's rows only."""
+    s = result.student
+    title = f"{s['name']} ({s['student_id']})" + (f", {Path(result.counted).name}" if result.counted else "")
+    return feedback(title, result.rows, result.notes(sums), result.max_points)
+
+
+def per_file(rows: list[dict], roster: Roster | None, most: int) -> list[tuple[str, dict, str]]:
+    """(file stem, Gradescope results, feedback) for each roster student, named by the roster and made
+    from their counted file's rows only; without a roster, for each submission, named by its file."""
+    if roster is None:
+        grouped = per_submission(rows)
+        keys = file_keys(list(grouped))
+        return [(keys[name], gradescope_results(mine), feedback(Path(name).name, mine))
+                for name, mine in grouped.items()]
+    found, sums = results(rows, roster, most)
+    keys = student_keys(roster)
+    return [(keys[r.student["student_id"]], gradescope_results(r.rows, r.notes(sums)), student_feedback(r, sums))
+            for r in found]
 
 
 def write_text(path: Path, text: str) -> None:

@@ -4,6 +4,7 @@ crashes is skipped in the next run, a task that does is charged alone), then one
 import time
 
 from ..exercises import CHAPTERS, chapter
+from .assignment import wrong_chapter
 from .csvs import MAX_REASON, clean
 from .judge import judge, library_calls
 from .runner import RunResult, Settings, Stop, run_once
@@ -52,6 +53,8 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
             if problem is not None:
                 return [row("-", 0, 0, *problem)]
             chapter_name = run.notebook["chapter"]
+            if settings.chapter not in (None, chapter_name):  # --chapter: another chapter's work gets 0
+                return [wrong_chapter(name, chapter_name, settings.chapter)]
             tasks = {t.name: t for t in tasks_of(chapter_name)}
             pending = list(tasks)
         for number, error in run.cell_errors.items():

@@ -35,6 +35,7 @@ class Settings:
     cgroups: sandbox.Cgroups | None = None  # where each run gets its cgroup; None: per-process limits only
     uids: list = field(default_factory=lambda: [None])  # the sandbox user id of each job slot (root only)
     held_out: bool = False  # also the held-out inputs (exercises/held_out.py), judged without showing them
+    chapter: str | None = None  # the assignment's chapter (--chapter): a notebook of another one is not graded
 
 
 @dataclass

@@ -1,0 +1,51 @@
+"""An assignment that names its chapter (``--chapter N``): a notebook of another chapter gets 0 for it,
+with the reason, and no submission's total exceeds the chapter's points."""
+
+import argparse
+
+from ..exercises import CHAPTERS, chapter
+
+
+def chapter_arg(text: str) -> str:
+    """--chapter: 5, 05 or ch05 -> "ch05"."""
+    name = f"ch{int(text.removeprefix('ch')):02d}" if text.removeprefix("ch").isdigit() else text
+    if name not in CHAPTERS:
+        raise argparse.ArgumentTypeError(f"expected a chapter, one of 1 to {len(CHAPTERS)} (or {CHAPTERS[0]}), "
+                                         f"got {text!r}")
+    return name
+
+
+def chapter_points(name: str) -> int:
+    """The most a notebook of this chapter can get: its tasks' points."""
+    module = chapter(name)
+    return sum(getattr(module, task).points for task in module.TASKS)
+
+
+def wrong_chapter(submission: str, found: str, expected: str) -> dict:
+    """The one row of a notebook of another chapter: 0 of the assignment's points."""
+    return dict(submission=submission, task="-", points=0, max_points=chapter_points(expected),
+                status="wrong_chapter", library_calls="",
+                reason=f"this notebook is {found}'s (its metadata or the exercise module it imports), but the "
+                       f"assignment is {expected} (--chapter): not graded; hand in your {expected} notebook")
+
+
+def for_assignment(rows: list[dict], expected: str | None) -> list[dict]:
+    """The rows as the assignment counts them, whichever run wrote them (an earlier run --resume reads, the
+    shards merge joins): a submission graded as another chapter becomes one wrong_chapter row, and a row
+    for the notebook as a whole (unreadable, no chapter) is out of the chapter's points, not "0 of 0"."""
+    if expected is None:
+        return rows
+    others: dict[str, str] = {}  # a submission graded as another chapter -> that chapter
+    for r in rows:
+        if r["task"] != "-" and not r["task"].startswith(f"{expected}."):
+            others.setdefault(r["submission"], r["task"].split(".")[0])
+    most, out, replaced = chapter_points(expected), [], set()
+    for r in rows:
+        name = r["submission"]
+        if name in others:
+            if name not in replaced:  # its rows become one
+                replaced.add(name)
+                out.append(wrong_chapter(name, others[name], expected))
+        else:
+            out.append({**r, "max_points": most} if r["task"] == "-" else r)
+    return out

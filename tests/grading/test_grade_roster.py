@@ -1,0 +1,218 @@
+"""Exports keyed by the roster's student, assignments that name their chapter, names escaped on the
+terminal (issue 43): each attack run through ``python -m nexttoken.grade merge``, which writes every
+export from grades CSVs without grading anything (seconds), then one sandboxed batch end to end (slow)."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import pytest
+from test_grade import CH02_GOOD, HEADER, notebook
+
+from nexttoken.grading import cli, csvs, exports
+
+ROOT = Path(__file__).resolve().parents[2]
+CH02 = [f"ch02.q{i}" for i in range(1, 6)]
+ESCAPE_NAME = "\x1b[2J\x1b[31mevil\u202egpj.ipynb"  # clears the screen, turns it red, reverses the text
+NFD_JOSE = unicodedata.normalize("NFD", "José.ipynb")  # as a Mac writes it
+
+
+def rows_of(name, points, tasks=CH02):
+    return [dict(submission=name, task=t, points=p, max_points=1, status="passed" if p else "failed",
+                 reason="all 5 tests passed" if p else "your output is wrong", library_calls="")
+            for t, p in zip(tasks, points)]
+
+
+def read(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def merge(tmp_path, capsys, rows, roster_text, *extra):
+    """grades CSV -> merge with every export, in tmp_path (the current folder); returns (exit code,
+    stdout, stderr)."""
+    csvs.write_csv(tmp_path / "part.csv", csvs.FIELDS, rows)
+    (tmp_path / "roster.csv").write_text(roster_text, encoding="utf-8")
+    code = cli.main(["merge", "part.csv", "--out", "grades.csv", "--gradebook", "book.csv", "--roster", "roster.csv",
+                     "--canvas", "canvas.csv", "--assignment", "Chapter 2 (42)", "--gradescope", "gs",
+                     "--feedback", "fb", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+ROSTER = ("file,student_id,name,canvas_id\nalice_*.ipynb,a1,Alice,101\nbob.ipynb,b2,Bob,102\n"
+          "José.ipynb,j3,José,103\ncarol.ipynb,c4,Carol,104\n")
+HONEST = {"alice_final.ipynb": "a1", "bob.ipynb": "b2", NFD_JOSE: "j3"}  # each with full marks
+ATTACKS = {"b2.ipynb": [0] * 5,  # named after Bob's student id: sorted before bob.ipynb, it took b2.md
+           "a1.ipynb": [1, 1, 1, 1, 0],  # after Alice's
+           "alice_zzz.ipynb": [0] * 5,  # a second file on Alice's pattern, to lower her total
+           ESCAPE_NAME: [0] * 5}
+
+
+@pytest.fixture
+def attacked(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = [r for name in HONEST for r in rows_of(name, [1] * 5)]
+    rows += [r for name, points in ATTACKS.items() for r in rows_of(name, points)]
+    code, out, err = merge(tmp_path, capsys, rows, ROSTER)
+    assert code == 0, err
+    return tmp_path, out, err, rows
+
+
+def test_a_file_named_after_a_classmate_takes_none_of_their_exports(attacked):
+    folder, *_ = attacked
+    assert sorted(p.name for p in (folder / "fb").iterdir()) == ["a1.md", "b2.md", "c4.md", "j3.md"]
+    assert sorted(p.name for p in (folder / "gs").iterdir()) == ["a1", "b2", "c4", "j3"]
+    bob = (folder / "fb" / "b2.md").read_text()
+    assert "Bob (b2), bob.ipynb" in bob and "**5 of 5 points.**" in bob and "b2.ipynb" not in bob
+    assert json.loads((folder / "gs" / "b2" / "results.json").read_text())["score"] == 5
+    alice = (folder / "fb" / "a1.md").read_text()
+    assert "Alice (a1), alice_final.ipynb" in alice and "**5 of 5 points.**" in alice
+    assert "also handed in, not counted: alice_zzz.ipynb (0 of 5 points)" in alice and "a1.ipynb" not in alice
+    for sid in ("a1", "j3"):
+        assert json.loads((folder / "gs" / sid / "results.json").read_text())["score"] == 5
+
+
+def test_honest_students_keep_full_marks_and_no_row_is_lost(attacked):
+    folder, _, _, rows = attacked
+    book = {r["student_id"]: r for r in read(folder / "book.csv")}
+    assert [(book[s]["total"], book[s]["max_points"], book[s]["status"]) for s in ("a1", "b2", "j3")] == \
+        [("5", "5", "duplicate_submission"), ("5", "5", "graded"), ("5", "5", "graded")]
+    assert {r["ID"]: r["Chapter 2 (42)"] for r in read(folder / "canvas.csv")} == \
+        {"101": "5", "102": "5", "103": "5", "104": "0"}
+    grades = read(folder / "grades.csv")
+    assert len(grades) == len(rows) + 1  # every file's rows, and Carol's missing_submission row
+    assert {r["submission"] for r in grades} == {*HONEST, *ATTACKS, "-"}
+    status = {r["submission"]: (r["student_id"], r["roster_status"]) for r in grades}
+    assert status["b2.ipynb"] == status["a1.ipynb"] == status[ESCAPE_NAME] == ("", "no_roster_entry")
+    assert status[NFD_JOSE] == ("j3", "matched")  # NFD on disk, NFC in the roster: one name
+
+
+def test_a_student_with_nothing_handed_in_is_a_missing_submission_of_the_assignments_points(attacked):
+    folder, *_ = attacked
+    carol = next(r for r in read(folder / "book.csv") if r["student_id"] == "c4")
+    assert (carol["total"], carol["max_points"], carol["status"], carol["submission"]) == \
+        ("0", "5", "missing_submission", "")
+    feedback = (folder / "fb" / "c4.md").read_text()
+    assert "**0 of 5 points.**" in feedback and "missing submission: no file matches 'carol.ipynb'" in feedback
+    assert json.loads((folder / "gs" / "c4" / "results.json").read_text()) == \
+        {"score": 0, "tests": [], "output": "missing submission: no file matches 'carol.ipynb'"}
+    [row] = [r for r in read(folder / "grades.csv") if r["student_id"] == "c4"]
+    assert (row["points"], row["max_points"], row["status"]) == ("0", "5", "missing_submission")
+
+
+def test_the_roster_problems_are_on_the_console_and_in_the_problems_file(attacked):
+    folder, out, err, _ = attacked
+    assert ("roster: 4 students, 7 files; problems: 2 duplicate_submission, 1 missing_submission, "
+            "3 no_roster_entry (all in grades-problems.csv)") in err
+    problems = [(p["problem"], p["student_id"], p["submission"], p["detail"])
+                for p in read(folder / "grades-problems.csv")]
+    assert sorted(problems) == sorted([
+        ("no_roster_entry", "", "b2.ipynb", "no_roster_entry"), ("no_roster_entry", "", "a1.ipynb", "no_roster_entry"),
+        ("no_roster_entry", "", ESCAPE_NAME, "no_roster_entry"),
+        ("duplicate_submission", "a1", "alice_final.ipynb", "counted"),
+        ("duplicate_submission", "a1", "alice_zzz.ipynb", "not counted"),
+        ("missing_submission", "c4", "", "missing submission: no file matches 'carol.ipynb'")])
+    assert "  duplicate_submission: a1 Alice: alice_zzz.ipynb: not counted" in err
+
+
+def test_names_on_the_terminal_are_escaped(attacked, capsys):
+    _, out, err, _ = attacked
+    cli.progress(3, 9, ESCAPE_NAME, rows_of(ESCAPE_NAME, [1, 0]), 1.25)
+    assert capsys.readouterr().err == "[3/9] \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb 1/2 in 1.2 s\n"
+    assert "\x1b" not in out + err and "\u202e" not in out + err
+    assert "no_roster_entry: \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in err
+    assert csvs.shown("a\nb\tc\u2028é中\udcff") == "a\\nb\\tc\\u2028é中\\udcff"
+
+
+def test_a_classmates_roster_line_can_only_be_matched_by_case_when_the_roster_says_so(tmp_path, capsys,
+                                                                                      monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rows = rows_of("ALICE_final.ipynb", [1] * 5)
+    code, _, err = merge(tmp_path, capsys, rows, ROSTER)
+    assert code == 0 and "1 no_roster_entry" in err
+    assert (tmp_path / "fb" / "a1.md").read_text().count("missing submission") == 1
+    code, _, err = merge(tmp_path, capsys, rows, ROSTER, "--ignore-case")
+    assert code == 0 and "no_roster_entry" not in err
+    assert "**5 of 5 points.**" in (tmp_path / "fb" / "a1.md").read_text()
+    (tmp_path / "roster2.csv").write_text("file,student_id,name\na.ipynb,Ab,A\nb.ipynb,AB,B\n")
+    exports.read_roster(tmp_path / "roster2.csv")  # two ids, case-sensitive
+    with pytest.raises(exports.RosterError, match="line 3: student_id 'AB' twice"):
+        exports.read_roster(tmp_path / "roster2.csv", ignore_case=True)
+    assert exports.student_keys(exports.read_roster(tmp_path / "roster2.csv"))["Ab"].startswith("Ab~")
+
+
+def test_a_notebook_of_another_chapter_gets_0_for_the_assignment(tmp_path, capsys, monkeypatch):
+    """--chapter 2: a correct chapter-1 notebook (and a chapter-6 one, 6 tasks) get 0 of 5 with the
+    reason, whichever run graded them; the honest chapter-2 notebook keeps its 5 of 5."""
+    monkeypatch.chdir(tmp_path)
+    ch01 = [f"ch01.q{i}" for i in range(1, 5)]
+    ch06 = [f"ch06.q{i}" for i in range(1, 7)]
+    rows = rows_of("alice_ch1.ipynb", [1] * 4, ch01) + rows_of("bob.ipynb", [1] * 5) + \
+        rows_of("José.ipynb", [1] * 6, ch06)
+    code, _, err = merge(tmp_path, capsys, rows, ROSTER, "--chapter", "2")
+    assert code == 0, err
+    grades = {(r["submission"], r["task"]): r for r in read(tmp_path / "grades.csv")}
+    for name, found in (("alice_ch1.ipynb", "ch01"), ("José.ipynb", "ch06")):
+        row = grades[(name, "-")]
+        assert (row["points"], row["max_points"], row["status"]) == ("0", "5", "wrong_chapter")
+        assert f"this notebook is {found}'s" in row["reason"] and "the assignment is ch02 (--chapter)" in row["reason"]
+        assert not any(n == name and t != "-" for n, t in grades)
+    book = {r["student_id"]: (r["total"], r["max_points"]) for r in read(tmp_path / "book.csv")}
+    assert book == {"a1": ("0", "5"), "b2": ("5", "5"), "j3": ("0", "5"), "c4": ("0", "5")}
+    assert all(int(r["Chapter 2 (42)"]) <= 5 for r in read(tmp_path / "canvas.csv"))
+    assert "wrong_chapter" in (tmp_path / "fb" / "a1.md").read_text()
+
+
+def test_for_assignment_leaves_a_run_without_chapter_as_it_was():
+    from nexttoken.grading import assignment
+
+    rows = rows_of("x.ipynb", [1] * 4, [f"ch01.q{i}" for i in range(1, 5)])
+    assert assignment.for_assignment(rows, None) is rows
+    unreadable = [dict(submission="y", task="-", points=0, max_points=0, status="too_large", reason="r",
+                       library_calls="")]
+    assert assignment.for_assignment(unreadable, "ch05")[0]["max_points"] == 5  # 0 of 5, not 0 of 0
+    assert assignment.chapter_arg("5") == assignment.chapter_arg("ch05") == assignment.chapter_arg("05") == "ch05"
+    for bad in ("8", "ch00", "five"):
+        with pytest.raises(Exception, match="expected a chapter"):
+            assignment.chapter_arg(bad)
+
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
+                                 reason="bubblewrap is not installed: run 'bash scripts/setup_sandbox.sh' as root")
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
+    """Graded for real (sandboxed), --chapter 2: a correct chapter-1 notebook handed in as Alice's gets
+    0 of 5 and is never graded as chapter 1; Bob's correct chapter-2 notebook keeps 5 of 5 in every
+    export although a file named after his id is in the batch; every name printed is escaped."""
+    shutil.copy(ROOT / "solutions" / "ch01.ipynb", tmp_path / "alice_ch1.ipynb")
+    notebook(tmp_path / "bob.ipynb", HEADER, *CH02_GOOD.values())
+    notebook(tmp_path / "b2.ipynb", HEADER, "x = 1\n")
+    notebook(tmp_path / ESCAPE_NAME, HEADER, "x = 1\n")
+    (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
+    names = ["alice_ch1.ipynb", "bob.ipynb", "b2.ipynb", ESCAPE_NAME]
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--chapter", "2",
+                           "--roster", "roster.csv", "--gradebook", "book.csv", "--feedback", "fb", "--gradescope",
+                           "gs", "--", *names], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "\x1b" not in done.stdout + done.stderr and "\u202e" not in done.stdout + done.stderr
+    assert "\\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in done.stdout and "alice_ch1.ipynb wrong_chapter 0/5" in done.stderr
+    grades = read(tmp_path / "grades.csv")
+    [alice] = [r for r in grades if r["submission"] == "alice_ch1.ipynb"]
+    assert (alice["status"], alice["points"], alice["max_points"], alice["student_id"]) == \
+        ("wrong_chapter", "0", "5", "a1")
+    assert [(r["task"], r["points"]) for r in grades if r["submission"] == "bob.ipynb"] == [(t, "1") for t in CH02]
+    book = {r["student_id"]: (r["total"], r["max_points"], r["status"]) for r in read(tmp_path / "book.csv")}
+    assert book == {"a1": ("0", "5", "graded"), "b2": ("5", "5", "graded"), "j3": ("0", "5", "missing_submission"),
+                    "c4": ("0", "5", "missing_submission")}
+    assert json.loads((tmp_path / "gs" / "b2" / "results.json").read_text())["score"] == 5
+    assert "**5 of 5 points.**" in (tmp_path / "fb" / "b2.md").read_text()
+    assert "2 no_roster_entry" in done.stderr
