@@ -43,7 +43,8 @@ def facts() -> dict:
 
 
 def labels(f: dict) -> list[tuple[str, str]]:
-    top = "\n".join(f"{p:.3f} {t!r}" for t, p in f["top"])  # probability, token
+    # probability (two significant digits: the third differs between CPU kernels), token
+    top = "\n".join(f"{p:.2g} {t!r}" for t, p in f["top"])
     return [
         ("prompt ids", f"{PROMPT!r}\n{f['ids']}"),
         ("1. forward", f"model(ids)\nlogits {f['logits_shape']}"),
