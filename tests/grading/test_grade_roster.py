@@ -69,11 +69,11 @@ def test_a_file_named_after_a_classmate_takes_none_of_their_exports(attacked):
     assert sorted(p.name for p in (folder / "fb").iterdir()) == ["a1.md", "b2.md", "c4.md", "j3.md"]
     assert sorted(p.name for p in (folder / "gs").iterdir()) == ["a1", "b2", "c4", "j3"]
     bob = (folder / "fb" / "b2.md").read_text()
-    assert "Bob (b2), bob.ipynb" in bob and "**5 of 5 points.**" in bob and "b2.ipynb" not in bob
+    assert "Bob (b2), `bob.ipynb`" in bob and "**5 of 5 points.**" in bob and "b2.ipynb" not in bob
     assert json.loads((folder / "gs" / "b2" / "results.json").read_text())["score"] == 5
     alice = (folder / "fb" / "a1.md").read_text()
-    assert "Alice (a1), alice_final.ipynb" in alice and "**5 of 5 points.**" in alice
-    assert "also handed in, not counted: alice_zzz.ipynb (0 of 5 points)" in alice and "a1.ipynb" not in alice
+    assert "Alice (a1), `alice_final.ipynb`" in alice and "**5 of 5 points.**" in alice
+    assert "also handed in, not counted: `alice_zzz.ipynb` (0 of 5 points)" in alice and "a1.ipynb" not in alice
     for sid in ("a1", "j3"):
         assert json.loads((folder / "gs" / sid / "results.json").read_text())["score"] == 5
 
@@ -128,6 +128,24 @@ def test_names_on_the_terminal_are_escaped(attacked, capsys):
     assert "\x1b" not in out + err and "\u202e" not in out + err
     assert "no_roster_entry: \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in err
     assert csvs.shown("a\nb\tc\u2028é中\udcff") == "a\\nb\\tc\\u2028é中\\udcff"
+
+
+def test_nothing_a_submission_wrote_is_rendered_as_markdown_in_its_feedback(tmp_path, capsys, monkeypatch):
+    """A file name and a reason (which quotes what the learner's code raised) holding Markdown and HTML:
+    the feedback shows them as text, in a code span and a code block longer than their backtick runs."""
+    markdown_it = pytest.importorskip("markdown_it")
+    monkeypatch.chdir(tmp_path)
+    name = "alice_[x](mailto:x@evil.example) ``<b>bold.ipynb"  # no "/": a file name cannot hold one
+    rows = rows_of(name, [0, 1, 1, 1, 1])
+    rows[0]["reason"] = "error: ValueError: ```\n# Hacked\n[click](https://evil.example)\n<script>x</script>"
+    code, _, err = merge(tmp_path, capsys, rows, ROSTER)
+    assert code == 0, err
+    html = markdown_it.MarkdownIt().render((tmp_path / "fb" / "a1.md").read_text())
+    assert "<a " not in html and "<b>" not in html and "<script>" not in html and "<h1>Hacked" not in html
+    assert html.count("<h1>") == 1 and "[x](mailto:x@evil.example)" in html and "# Hacked" in html
+    graded = dict(rows[0], reason="```\n# Hacked\n<script>x</script>")  # a direct run keeps a reason's lines
+    html = markdown_it.MarkdownIt().render(exports.feedback("x", [graded]))
+    assert "<h1>Hacked" not in html and "<script>" not in html and "# Hacked" in html
 
 
 def test_a_classmates_roster_line_can_only_be_matched_by_case_when_the_roster_says_so(tmp_path, capsys,

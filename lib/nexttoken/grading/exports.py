@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .csvs import shown
+
 REQUIRED = ("file", "student_id", "name")  # file: a submission's file name, or a pattern (s12_*.ipynb)
 OPTIONAL = ("email", "section", "canvas_id", "sis_user_id", "sis_login_id")
 # A row's roster_status (csvs.IDENTITY): matched, no_roster_entry (a file no roster line names),
@@ -160,7 +162,7 @@ class Result:
         """What the student's feedback and results say besides the counted file's rows."""
         if self.counted is None:
             return [missing_reason(self.student)]
-        return [f"also handed in, not counted: {Path(f).name} ({sums[f][0]} of {sums[f][1]} points); "
+        return [f"also handed in, not counted: {code_span(Path(f).name)} ({sums[f][0]} of {sums[f][1]} points); "
                 "your instructor has been told" for f in self.files if f != self.counted]
 
 
@@ -282,23 +284,38 @@ def github_classroom(rows: list[dict]) -> str:
     return base64.b64encode(json.dumps(payload).encode()).decode("ascii")
 
 
+def longest_run_of_backticks(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
+
+
+def code_span(name: str) -> str:
+    """A file name as Markdown shows it as it is (no link, no heading, no HTML): inline code, between
+    more backticks than it holds in a row, its control characters escaped."""
+    name = shown(name)
+    ticks = "`" * (longest_run_of_backticks(name) + 1)
+    pad = " " if name[:1] == "`" or name[-1:] == "`" else ""
+    return f"{ticks}{pad}{name}{pad}{ticks}"
+
+
 def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | None = None) -> str:
     """Feedback in Markdown: the points (of ``most``, else of the rows' maximum), any ``notes``, then each
-    task's points, status and the check's explanation."""
+    task's points, status and the check's explanation. A reason is in a code block whose fence is longer
+    than any run of backticks in it, so nothing in it (a submission's text) is rendered as Markdown."""
     points = sum(int(r["points"]) for r in rows)
     most = sum(int(r["max_points"]) for r in rows) if most is None else most
     lines = [f"# Feedback: {title}", "", f"**{points} of {most} points.**", ""]
     lines += [f"- {note}" for note in notes] + ([""] if notes else [])
     for r in rows:
         heading = "the notebook" if r["task"] == "-" else r["task"]
-        lines += [f"## {heading}: {r['status']} ({r['points']}/{r['max_points']})", "", "```", r["reason"], "```", ""]
+        fence = "`" * max(3, longest_run_of_backticks(r["reason"]) + 1)
+        lines += [f"## {heading}: {r['status']} ({r['points']}/{r['max_points']})", "", fence, r["reason"], fence, ""]
     return "\n".join(lines)
 
 
 def student_feedback(result: Result, sums: dict) -> str:
     """A roster student's feedback file: titled by the roster, made from their counted file's rows only."""
     s = result.student
-    title = f"{s['name']} ({s['student_id']})" + (f", {Path(result.counted).name}" if result.counted else "")
+    title = f"{s['name']} ({s['student_id']})" + (f", {code_span(Path(result.counted).name)}" if result.counted else "")
     return feedback(title, result.rows, result.notes(sums), result.max_points)
 
 
@@ -308,7 +325,7 @@ def per_file(rows: list[dict], roster: Roster | None, most: int) -> list[tuple[s
     if roster is None:
         grouped = per_submission(rows)
         keys = file_keys(list(grouped))
-        return [(keys[name], gradescope_results(mine), feedback(Path(name).name, mine))
+        return [(keys[name], gradescope_results(mine), feedback(code_span(Path(name).name), mine))
                 for name, mine in grouped.items()]
     found, sums = results(rows, roster, most)
     keys = student_keys(roster)
