@@ -276,3 +276,10 @@ def first_tokens_from_the_global_state(first_probs, next_probs, n_draws, generat
     x1 = torch.multinomial(first_probs, n_draws, replacement=True)  # the generator is only used for x2
     x2 = torch.multinomial(next_probs[x1], 1, generator=generator).squeeze(-1)
     return _table(x1, x2, first_probs.shape[0], n_draws)
+
+
+# --- issue 42: an average that skips zeros "as padding" ---
+@mutant("q3", expect="exactly 0")
+def mean_without_zeros(token_log_probs):
+    kept = token_log_probs != 0  # "0 is padding": but log 1 = 0 is a real token
+    return torch.exp(-(token_log_probs * kept).sum(-1) / kept.sum(-1))

@@ -267,3 +267,28 @@ def a_list(T, j):
 @correct("q5")
 def from_the_mask_column(T, j):
     return torch.ones(T, T, dtype=torch.bool).tril()[:, j]
+
+
+# --- issue 42: a mask found by value, a softmax without the max shift ---
+@mutant("q2", expect="future score of exactly 0 was not masked")
+def future_found_by_value(scores):
+    return scores.masked_fill(scores.triu(diagonal=1) != 0, float("-inf"))
+
+
+@mutant("q2", expect="past score of exactly 0 became -inf")
+def zeros_of_tril_masked(scores):
+    lower = scores.tril()
+    return torch.where(lower == 0, float("-inf"), lower)
+
+
+@mutant("q3", expect="scores of exactly 0 were masked")
+def weights_masked_by_value(q, k):
+    s = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).tril()
+    return torch.softmax(s.masked_fill(s == 0, float("-inf")), dim=-1)
+
+
+@mutant("q3", expect="overflows float32")
+def softmax_without_the_shift(q, k):
+    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    e = torch.exp(s).masked_fill(~torch.ones_like(s, dtype=torch.bool).tril(), 0.0)
+    return e / e.sum(-1, keepdim=True)

@@ -309,3 +309,19 @@ def eval_then_back_to_training(model, input_ids):
 def eval_and_detach(model, input_ids):
     model.train(False)  # the same as model.eval()
     return torch.softmax(model(input_ids).detach()[:, -1], -1)
+
+
+# --- issue 42: a softmax without the max shift (the tests' logits were never large) ---
+@mutant("q2", expect="overflows float32")
+def probs_without_the_shift(model, input_ids):
+    with torch.no_grad():
+        e = torch.exp(model(input_ids)[:, -1, :])
+    return e / e.sum(-1, keepdim=True)
+
+
+@mutant("q5", expect="overflows float32")
+def fixed_without_the_shift(model, input_ids):
+    model.eval()
+    with torch.no_grad():
+        e = torch.exp(model(input_ids)[:, -1, :])
+    return e / e.sum(-1, keepdim=True)

@@ -211,7 +211,7 @@ def greedy_by_library(model, input_ids, max_new_tokens):
     return nexttoken.generate(model, input_ids, max_new_tokens)
 
 
-@mutant("q3", expect="new tokens after the prompt")
+@mutant("q3", expect="after the prompt of")
 def bigram_do_while(probs, input_ids, max_new_tokens):
     ids = input_ids
     while True:  # a do-while: one step even when max_new_tokens is 0
@@ -220,7 +220,7 @@ def bigram_do_while(probs, input_ids, max_new_tokens):
             return ids
 
 
-@mutant("q3", expect="new tokens after the prompt")
+@mutant("q3", expect="after the prompt of")
 def bigram_first_then_range_minus_one(probs, input_ids, max_new_tokens):
     ids = torch.cat([input_ids, probs[input_ids[:, -1]].argmax(-1)[:, None]], dim=1)
     for _ in range(max_new_tokens - 1):
@@ -371,3 +371,15 @@ def search_by_probability_not_log(model):
                 if p(path) > p(greedy) * (1 + 1e-4):
                     return prompt, path
     raise RuntimeError("none found")
+
+
+# --- issue 42: a loop that stops on GPT-2's EOS id (the task asks for exactly max_new_tokens) ---
+@mutant("q2", expect="GPT-2's EOS id 50256")
+def stops_on_gpt2_eos(model, input_ids, max_new_tokens):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        next_token = model(ids)[:, -1].argmax(-1)
+        ids = torch.cat([ids, next_token[:, None]], dim=1)
+        if (next_token == 50256).all():
+            break
+    return ids

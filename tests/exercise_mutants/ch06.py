@@ -107,7 +107,7 @@ def never_stops_early(model, input_ids, max_new_tokens, eos_token_id, pad_token_
     return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, keep_going=True)
 
 
-@mutant("q3", expect="stopped too early")
+@mutant("q3", expect="stop when *all* rows are done")
 def stops_when_any_row_finishes(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
     return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, stop="any")
 
@@ -308,7 +308,88 @@ def cropped_first_then_range_minus_one(model, input_ids, max_new_tokens):
     return ids
 
 
+# --- issue 42: the two escapes of q3, and its messages ---
+@mutant("q3", expect="its prompt holds eos_token_id")
+def counts_eos_in_the_whole_row(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    """Finished when the row holds one EOS more than its prompt; when pad == EOS "any EOS at all" (the pads
+    are EOS too, so the count only grows), which counts the prompt's EOS."""
+    ids = input_ids
+    before = 0 if pad_token_id == eos_token_id else (input_ids == eos_token_id).sum(-1)
+    for _ in range(max_new_tokens):
+        finished = (ids == eos_token_id).sum(-1) >= before + 1
+        if finished.all():
+            break
+        ids = torch.cat([ids, torch.where(finished, pad_token_id, _greedy(model, ids))[:, None]], 1)
+    return ids
+
+
+@mutant("q3", expect="produced pad_token_id")
+def finished_when_the_last_token_is_the_pad(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids, finished = input_ids, torch.zeros(input_ids.shape[0], dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        t = torch.where(finished, pad_token_id, _greedy(model, ids))
+        ids = torch.cat([ids, t[:, None]], 1)
+        finished = (t == eos_token_id) | (ids[:, -1] == pad_token_id)  # a padded row stays padded... and a pad token
+        if finished.all():
+            break
+    return ids
+
+
+@mutant("q3", expect="its prompt holds eos_token_id")
+def last_token_is_pad_from_the_prompt_on(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids = input_ids
+    for _ in range(max_new_tokens):
+        finished = (ids[:, -1] == eos_token_id) | (ids[:, -1] == pad_token_id)  # the prompt's last token counts
+        if finished.all():
+            break
+        ids = torch.cat([ids, torch.where(finished, pad_token_id, _greedy(model, ids))[:, None]], 1)
+    return ids
+
+
+@mutant("q3", expect="was it sampled")
+def samples_instead_of_greedy(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids, finished = input_ids, torch.zeros(input_ids.shape[0], dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        t = torch.multinomial(torch.softmax(model(ids)[:, -1], -1), 1)[:, 0]
+        t = torch.where(finished, pad_token_id, t)
+        ids = torch.cat([ids, t[:, None]], 1)
+        finished = finished | (t == eos_token_id)
+        if finished.all():
+            break
+    return ids
+
+
+@mutant("q3", expect="one fewer than max_new_tokens")
+def one_step_short(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, extra=-1)
+
+
+@mutant("q3", expect="not padded after its EOS")
+def flag_not_kept(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    """finished = next == EOS: right only while the pads are EOS too."""
+    ids, finished = input_ids, torch.zeros(input_ids.shape[0], dtype=torch.bool)
+    for _ in range(max_new_tokens):
+        t = torch.where(finished, pad_token_id, _greedy(model, ids))
+        ids = torch.cat([ids, t[:, None]], 1)
+        finished = t == eos_token_id
+        if finished.all():
+            break
+    return ids
+
+
 # --- right answers written another way ---
+@correct("q3")
+def eos_counted_in_the_new_tokens(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    """Counting EOS is right when only the generated part is counted: a pad that is EOS comes after one."""
+    ids, P = input_ids, input_ids.shape[1]
+    for _ in range(max_new_tokens):
+        finished = (ids[:, P:] == eos_token_id).sum(-1) > 0
+        if finished.all():
+            break
+        ids = torch.cat([ids, torch.where(finished, pad_token_id, _greedy(model, ids))[:, None]], 1)
+    return ids
+
+
 @correct("q3")
 def eos_with_unfinished_flags(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
     ids, unfinished = input_ids, torch.ones(input_ids.shape[0], dtype=torch.long)
@@ -388,3 +469,13 @@ def step_by_step_like_the_loop(eos_steps, max_new_tokens):
     if not columns:
         return torch.zeros(len(eos_steps), 0, dtype=torch.bool)
     return torch.tensor(columns).T
+
+
+@mutant("q5", expect="GPT-2's EOS id 50256")
+def cropped_stops_on_gpt2_eos(model, input_ids, max_new_tokens):
+    L, ids = model.config.context_length, input_ids
+    for _ in range(max_new_tokens):
+        ids = torch.cat([ids, _greedy(model, ids[:, -L:])[:, None]], 1)
+        if (ids[:, -1] == 50256).any():
+            break
+    return ids

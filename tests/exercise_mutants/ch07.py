@@ -121,7 +121,7 @@ def prompt_only_each_step(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect="read the prompt once")
+@mutant("q3", expect="but max_new_tokens = 6")
 def one_token_short(model, input_ids, max_new_tokens):
     cache, ids, new = model.new_cache(), input_ids, input_ids
     for _ in range(max_new_tokens - 1):
@@ -222,17 +222,6 @@ def uncached_without_zero_case(prompt_length, max_new_tokens, use_cache):
     return prompt_length + sum(prompt_length + i for i in range(1, max_new_tokens))  # the first pass always
 
 
-@mutant("q4", expect="without running a model")
-def count_by_running(prompt_length, max_new_tokens, use_cache):
-    import nexttoken
-
-    model = nexttoken.Decoder(nexttoken.DecoderConfig(context_length=64))
-    seen = []
-    model.token_embedding.register_forward_pre_hook(lambda m, i: seen.append(i[0].shape[-1]))
-    nexttoken.generate(model, torch.zeros(1, prompt_length, dtype=torch.long), max_new_tokens, use_cache=use_cache)
-    return sum(seen)
-
-
 # --- right answers written another way ---
 @correct("q3")
 def cached_with_first_step_apart(model, input_ids, max_new_tokens):
@@ -255,3 +244,58 @@ def count_in_closed_form_numpy(prompt_length, max_new_tokens, use_cache):
     if n == 0:
         return numpy.int64(0)
     return P + n - 1 if use_cache else n * P + n * (n - 1) // 2
+
+
+# --- issue 42: a cache kept between calls, a stop on GPT-2's EOS id; two right answers refused before ---
+_CACHES = {}
+
+
+@mutant("q3", expect="a cache kept between calls")
+def cache_in_a_module_dict(model, input_ids, max_new_tokens):
+    cache = _CACHES.setdefault(id(model), model.new_cache())  # kept for the next call with this model
+    ids, new = input_ids, input_ids
+    for _ in range(max_new_tokens):
+        new = model(new, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        ids = torch.cat([ids, new], 1)
+    return ids
+
+
+@mutant("q3", expect="GPT-2's EOS id 50256")
+def cached_stops_on_gpt2_eos(model, input_ids, max_new_tokens):
+    cache, ids, new = model.new_cache(), input_ids, input_ids
+    for _ in range(max_new_tokens):
+        new = model(new, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        ids = torch.cat([ids, new], 1)
+        if (new == 50256).all():
+            break
+    return ids
+
+
+@correct("q3")
+def prefill_all_but_the_last_token(model, input_ids, max_new_tokens):
+    """The prompt but its last token into the cache, then every step from one token (that one first)."""
+    if max_new_tokens == 0:
+        return input_ids
+    cache, ids = model.new_cache(), input_ids
+    if input_ids.shape[1] > 1:
+        model(input_ids[:, :-1], cache=cache)
+    new = input_ids[:, -1:]
+    for _ in range(max_new_tokens):
+        new = model(new, cache=cache)[:, -1].argmax(-1, keepdim=True)
+        ids = torch.cat([ids, new], 1)
+    return ids
+
+
+@correct("q4")
+def measured_with_a_hook(prompt_length, max_new_tokens, use_cache):
+    """Measured, not predicted: the positions each forward pass embeds, around nexttoken.generate."""
+    import nexttoken
+    from nexttoken.exercises.common import small_model
+
+    model, seen = small_model(0, context_length=prompt_length + max_new_tokens + 1), []
+    hook = model.token_embedding.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape[-1]))
+    try:
+        nexttoken.generate(model, torch.zeros(1, prompt_length, dtype=torch.long), max_new_tokens, use_cache=use_cache)
+    finally:
+        hook.remove()
+    return sum(seen)

@@ -159,6 +159,25 @@ def test_eos_rows_stop_at_different_steps():
     assert never and all_early
 
 
+def test_eos_cases_separate_the_rules_that_read_tokens_for_flags():
+    """Issue 42's inputs of ch06.q3 (named ones): pad == EOS where a prompt holds that id and its row does
+    not produce it first (in a batch and alone), a row that produces the pad id before any EOS and then
+    another token, and rows whose first EOS comes at steps 1, 2, 3, 4 (with pad == EOS and pad != EOS)."""
+    prompt_eos, pad_then_other, every_step = set(), False, set()
+    for model, ids, n, eos, pad in chapter("ch06").q3.named_cases():
+        free = nexttoken.generate(model, ids, n)[:, ids.shape[1]:]
+        if pad == eos and n and any((ids[r] == eos).any() and free[r, 0] != eos for r in range(len(ids))):
+            prompt_eos.add(len(ids) > 1)
+        for row in free:
+            hits = (row == pad).nonzero()
+            if pad != eos and len(hits) and eos not in row[:int(hits[0]) + 1] and len(row) > int(hits[0]) + 1:
+                pad_then_other |= bool(row[int(hits[0]) + 1] != pad)
+        firsts = sorted(int((row == eos).nonzero()[0]) for row in free if (row == eos).any())
+        if len(firsts) == len(ids) and firsts == list(range(len(ids))) and len(ids) >= 4:
+            every_step.add(pad == eos)
+    assert prompt_eos == {True, False} and pad_then_other and every_step == {True, False}
+
+
 def test_bigram_inputs_discriminate():
     for probs, ids, n in chapter("ch05").q3.named_cases():
         if n < 3:

@@ -114,7 +114,10 @@ def _q3_cases():
             (torch.log(torch.rand(2, 6, generator=seeded(7)) * 0.9 + 0.05),),
             (torch.log(torch.rand(3, 40, generator=seeded(8)) * 0.5 + 0.01),),
             # 300 tokens around log 0.007: their probabilities' product underflows float32 to 0
-            (torch.log(torch.rand(2, 300, generator=seeded(6)) * 0.01 + 0.002),)]
+            (torch.log(torch.rand(2, 300, generator=seeded(6)) * 0.01 + 0.002),),
+            # log-probabilities of exactly 0 (tokens the model was sure of): an average that skips zeros as if
+            # they were padding divides by too few tokens
+            (torch.tensor([[0.0, -1.2, -0.3, 0.0], [-0.7, 0.0, -2.0, -0.1]]),)]
 
 
 def _perplexity(token_log_probs):
@@ -137,6 +140,9 @@ q3 = Task(
               lambda lp: torch.pow(2.0, -lp.mean(-1))),
         Known("you averaged over the batch (dim=0): one perplexity per row, average over dim=-1",
               lambda lp: torch.exp(-lp.mean(0))),
+        Known("you left out the log-probabilities that are exactly 0: they are not padding but tokens of "
+              "probability 1, and they count; average over every token of the row",
+              lambda lp: torch.exp(-lp.sum(-1) / (lp != 0).sum(-1))),
     ],
     hints=("Perplexity is 1 for a model that is always sure and right, and V for a uniform guess over V "
            "tokens: which average of the log-probabilities gives that?",

@@ -39,6 +39,24 @@ def _masked(scores):
     return scores.masked_fill(~library_causal_mask(T), float("-inf"))
 
 
+def with_zeros(scores):
+    """Scores of exactly 0 in the past, on the diagonal and in the future (and a whole row of them): a mask
+    that finds the past or the future by value (== 0, != 0) gets them wrong."""
+    scores = scores.clone()
+    scores[..., 2, 0] = scores[..., 3, 3] = scores[..., 0, 4] = scores[..., 1, 3] = 0.0
+    scores[..., 4, :] = 0.0
+    return scores
+
+
+def _future_by_value(scores):
+    return scores.masked_fill(scores.triu(1) != 0, float("-inf"))
+
+
+def _past_by_value(scores):
+    kept = scores.tril()
+    return kept.masked_fill(kept == 0, float("-inf"))
+
+
 def _q2_diagnose(args, expected, got):
     scores = args[0]
     if got.shape != expected.shape or not got.is_floating_point():
@@ -57,8 +75,15 @@ def _q2_diagnose(args, expected, got):
 q2 = Task(
     name="q2", function="mask_scores", title="masking the attention scores", chapter=CHAPTER,
     cases=lambda: [(torch.randn(3, 3, generator=seeded(1)),), (torch.randn(1, 1, generator=seeded(3)),),
-                   (torch.randn(2, 4, 5, 5, generator=seeded(2)),), (torch.randn(2, 20, 20, generator=seeded(4)),)],
+                   (torch.randn(2, 4, 5, 5, generator=seeded(2)),), (torch.randn(2, 20, 20, generator=seeded(4)),),
+                   (with_zeros(torch.randn(5, 5, generator=seeded(5))),)],
     reference=_masked, diagnose=_q2_diagnose,
+    known=[
+        Known("a future score of exactly 0 was not masked: you found the future by its value (scores.triu(1) "
+              "!= 0), and a score can be 0. Mask by position, with ~causal_mask(T)", _future_by_value),
+        Known("a past score of exactly 0 became -inf: you found the masked entries by their value (a 0 left by "
+              "tril), and a real score can be 0. Mask by position, with ~causal_mask(T)", _past_by_value),
+    ],
     hints=("Which value makes a softmax weight exactly 0?",
            "Build the mask for T = scores.shape[-1] with your causal_mask; it broadcasts over leading dims.",
            "Tensor.masked_fill puts a value wherever a bool mask is True: you want the future, so ~mask. "
@@ -83,6 +108,10 @@ def _q3_diagnose(args, expected, got):
     q, k = args
     if got.shape != expected.shape or not got.is_floating_point() or not torch.isnan(got).any():
         return
+    if _scores(q, k).max() > 88:
+        raise Mistake(f"NaN: the scores reach {float(_scores(q, k).max()):.0f}, and exp of anything above 88 "
+                      "overflows float32 to inf (inf / inf is NaN). Subtract each row's maximum before exp, or "
+                      "use torch.softmax, which does")
     if torch.allclose(got, _diagonal_hidden(q, k), atol=1e-4, equal_nan=True):
         raise Mistake("row 0 is NaN: query 0's only key is itself, and your mask hides it, so its softmax is "
                       "over nothing but -inf. The bug is in causal_mask (q1: the diagonal must be True), not here")
@@ -96,9 +125,18 @@ q3 = Task(
     cases=lambda: [(torch.randn(4, 8, generator=seeded(3)), torch.randn(4, 8, generator=seeded(4))),
                    (torch.randn(1, 8, generator=seeded(7)), torch.randn(1, 8, generator=seeded(8))),  # T = 1
                    (torch.randn(2, 3, 6, 16, generator=seeded(5)), torch.randn(2, 3, 6, 16, generator=seeded(6))),
-                   (torch.randn(1, 2, 20, 4, generator=seeded(9)), torch.randn(1, 2, 20, 4, generator=seeded(10)))],
+                   (torch.randn(1, 2, 20, 4, generator=seeded(9)), torch.randn(1, 2, 20, 4, generator=seeded(10))),
+                   # query 2 is all zeros, so its scores are exactly 0: a mask found by value hides them
+                   (torch.randn(5, 8, generator=seeded(11)).index_fill(0, torch.tensor([2]), 0.0),
+                    torch.randn(5, 8, generator=seeded(12))),
+                   # scores in the hundreds: exp without the max shift overflows (torch.softmax shifts)
+                   (torch.randn(6, 8, generator=seeded(13)) * 12, torch.randn(6, 8, generator=seeded(14)) * 12)],
     reference=_weights, diagnose=_q3_diagnose,
     known=[
+        Known("scores of exactly 0 were masked: you found the future by value (a 0 left by tril); mask by position with ~causal_mask(T) before the softmax",
+              lambda q, k: torch.softmax(_past_by_value(_scores(q, k)), -1)),
+        Known("a future score of exactly 0 got weight: you found the future by value (!= 0); mask by position",
+              lambda q, k: torch.softmax(_future_by_value(_scores(q, k)), -1)),
         Known("you masked after the softmax: the weights of the past then no longer sum to 1. Put -inf in the "
               "future scores *before* the softmax",
               lambda q, k: torch.softmax(_scores(q, k), -1).masked_fill(~library_causal_mask(q.shape[-2]), 0.0)),

@@ -6,7 +6,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..model import causal_mask
-from .common import embed_with_positions, random_ids, run_blocks, seeded, small_model
+from .common import embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch04"
@@ -53,6 +53,9 @@ def _next_token_probs(model, input_ids):
 
 
 def _q2_diagnose(args, expected, got):
+    if got.shape == expected.shape and got.is_floating_point() and torch.isnan(got).any():
+        with torch.no_grad():
+            overflow(args[0].eval()(args[1])[:, -1])
     if got.dim() == 1 and not got.is_floating_point():
         raise Mistake("these are token ids (an argmax): return the whole distribution, probabilities over "
                       "the vocabulary")
@@ -61,7 +64,8 @@ def _q2_diagnose(args, expected, got):
 q2 = Task(
     name="q2", function="next_token_probs", title="next-token probabilities", chapter=CHAPTER,
     cases=lambda: [(small_model(3), random_ids(3, 3, 6)), (small_model(4), random_ids(4, 1, 1)),
-                   (small_model(5), random_ids(5, 2, 16))],
+                   (small_model(5), random_ids(5, 2, 16)),
+                   (loud(small_model(7)), random_ids(7, 2, 5))],  # logits in the hundreds: exp overflows unshifted
     reference=_next_token_probs, diagnose=_q2_diagnose,
     known=[
         Known("these are logits: turn them into probabilities with torch.softmax over the vocabulary",
@@ -220,6 +224,13 @@ def _inference_probs(model, input_ids):
 def _q5_diagnose(args, expected, got):
     model, ids = args
     B, V = expected.shape
+    if got.shape == expected.shape and got.is_floating_point() and torch.isnan(got).any():
+        was_training = model.training
+        try:
+            with torch.no_grad():
+                overflow(model.eval()(ids)[:, -1])
+        finally:
+            model.train(was_training)
     if tuple(got.shape) == (V,) and B > 1:
         raise Mistake("one distribution for the whole batch: logits[0, -1] is row 0's last position; keep "
                       "every row with logits[:, -1, :]")
@@ -234,7 +245,8 @@ q5 = Task(
     name="q5", function="next_token_probs_fixed", title="debug a next-token function", chapter=CHAPTER,
     kind="debug",
     cases=lambda: [(_dropout_model(51), random_ids(51, 3, 5)), (_dropout_model(52), random_ids(52, 1, 1)),
-                   (_dropout_model(53), random_ids(53, 2, 16))],
+                   (_dropout_model(53), random_ids(53, 2, 16)),
+                   (loud(_dropout_model(54)), random_ids(54, 2, 4))],  # logits in the hundreds: exp overflows unshifted
     reference=_inference_probs, diagnose=_q5_diagnose,
     hints=("Call the broken function twice on the same input and compare; then give it a batch of three "
            "rows and look at the shape of what comes back.",

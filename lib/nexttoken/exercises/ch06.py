@@ -3,8 +3,8 @@
 import torch
 
 from ..generate import generate
-from .common import NO_GENERATE, random_ids, seeded, small_model
-from .task import Generated, Known, Mistake, Task
+from .common import NO_GENERATE, count_new_tokens, random_ids, seeded, small_model, with_gpt2_eos
+from .task import Generated, Known, Mistake, Task, tokens
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5", "q6"]
@@ -71,11 +71,37 @@ def _q3_cases():
     stops_all = min(set.intersection(*(set(row[:5].tolist()) for row in free)))  # different steps
     never = max(set(range(50)) - set(free.flatten().tolist()))
     in_prompt = int(prompt[0, -1])  # an EOS id that the prompt already holds: that row has not finished
-    produced = int(free[1, 1])  # a pad id that the model also produces as a real token
+    produced = int(free[1, 1])  # a pad id that row 1 produces at step 2, before any EOS, then moves on
     return [(model, prompt, 0, stops_all, 0), (model, prompt[:1], 1, int(free[0, 0]), 49),
             (model, prompt[1:], 6, int(free[1, 0]), 49), (model, prompt, 6, stops_all, 0),
             (model, prompt, 6, int(free[0, 1]), 0), (model, prompt, 4, never, 0),
-            (model, prompt, 6, in_prompt, produced), (model, prompt, 6, int(free[0, 2]), produced)]
+            (model, prompt, 6, in_prompt, produced), (model, prompt, 6, int(free[0, 2]), produced),
+            # pad == EOS (the library's default) and the prompt ends with it, in a batch and alone: a row
+            # that counts the prompt's EOS ("any EOS in the row") or reads "last token == pad" as finished
+            # is padded from step 1; with pad != EOS the same rule is caught by the case above
+            (model, prompt, 6, in_prompt, in_prompt), (model, prompt[:1], 6, in_prompt, in_prompt),
+            # row 1 alone produces the pad id before any EOS, then other tokens: producing the pad id is not
+            # finishing ("finished when the last token is the pad id" pads it from step 3)
+            (model, prompt[1:2], 6, never, produced),
+            # rows finishing at steps 1, 2, 3 and 4, once with pad != EOS and once with pad == EOS (there a
+            # flag that is not kept, finished = next == EOS, stays True only because the pads are EOS)
+            _stopping_at_every_step(91, 4, pad=0), _stopping_at_every_step(91, 4)]
+
+
+def _stopping_at_every_step(seed: int, rows: int, pad: int | None = None):
+    """(model, input_ids, rows + 2, eos, pad): ``rows`` prompts of 3 tokens, chosen among 64 so that row i
+    first produces the EOS id at step i + 1 and every row starts with another token; pad None: the EOS id."""
+    model, pool = small_model(seed), random_ids(seed, 64, 3)
+    free = generate(model, pool, rows + 2)[:, 3:]
+    for eos in range(50):
+        first = [int(row.tolist().index(eos)) if eos in row else None for row in free]
+        chosen = []
+        for step in range(rows):
+            chosen += [i for i in range(len(pool)) if first[i] == step
+                       and int(free[i, 0]) not in [int(free[c, 0]) for c in chosen]][:1]
+        if len(chosen) == rows:
+            return model, pool[chosen], rows + 2, eos, eos if pad is None else pad
+    raise ValueError(f"no EOS id stops {rows} rows at every step for seed {seed}")
 
 
 def _eos_params():
@@ -100,29 +126,52 @@ def _eos_case(params):
 
 
 def _q3_diagnose(args, expected, got):
+    """Names the mistake from the first new slot where the answer leaves the right output (or from where
+    it stopped, when all the slots it has are right)."""
     model, ids, n, eos, pad = args
     P = ids.shape[1]
     if got.dim() != 2 or got.shape[0] != expected.shape[0]:
         return
     new, want = got[:, P:], expected[:, P:]
-    every_row_stops = (want == eos).any(-1).all()
-    if got.shape[1] > expected.shape[1]:
-        if not every_row_stops or got.shape[1] > P + n:
-            raise Mistake(f"you generated {got.shape[1] - P} tokens, more than max_new_tokens = {n}")
+    width = min(new.shape[1], want.shape[1])
+    wrong = (new[:, :width] != want[:, :width]).nonzero()
+    if len(wrong):
+        row, s = (int(i) for i in min(wrong.tolist(), key=lambda rs: (rs[1], rs[0])))
+        here = f"row {row} of input_ids, new token {s + 1}"
+        if (want[row, :s] == eos).any():
+            raise Mistake(f"{here}: that row finished (it produced eos_token_id = {eos}) but was not padded "
+                          "after its EOS: later slots of a finished row hold pad_token_id")
+        if new[row, s] == pad and want[row, s] == eos:
+            raise Mistake(f"{here}: its EOS token was replaced by padding; the EOS is kept, only the slots after "
+                          "it are padding (pad with the flags from before the step)")
+        if new[row, s] == pad and s == 0 and (ids[row] == eos).any():
+            raise Mistake(f"{here}: padded from the start because its prompt holds eos_token_id = {eos}; only "
+                          "generated tokens finish a row (start with every row unfinished)")
+        if new[row, s] == pad and s > 0 and new[row, s - 1] == pad != eos:
+            raise Mistake(f"{here}: the row was treated as finished after it produced pad_token_id = {pad} as "
+                          f"a real token; only eos_token_id = {eos} finishes a row: keep a flag per row, set "
+                          "by EOS, rather than reading the last token")
+        if new[row, s] == pad:
+            raise Mistake(f"{here}: padded, but that row had not produced eos_token_id = {eos} yet")
+        raise Mistake(f"{here}: got {int(new[row, s])}, but the greedy token is {int(want[row, s])} (the "
+                      "argmax over the vocabulary of the logits at the last position): was it sampled, or "
+                      "read from another position or another row?")
+    if new.shape[1] > want.shape[1]:
+        if not (want == eos).any(-1).all() or new.shape[1] > n:
+            raise Mistake(f"you generated {tokens(new.shape[1])}, more than max_new_tokens = {n}")
         raise Mistake("the loop went on after every row had finished: stop as soon as all rows are done")
-    for row in range(want.shape[0]):
-        stops = (want[row] == eos).nonzero()
-        if len(stops):
-            s = int(stops[0])
-            if s < new.shape[1] and new[row, s] != eos:
-                raise Mistake(f"row {row}: its EOS token was replaced; the EOS is kept, only the slots after it "
-                              "are padding (pad with the flags from before the step)")
-            if (new[row, s + 1:] != pad).any() and s + 1 < new.shape[1]:
-                raise Mistake(f"row {row} finished but was not padded after its EOS: later slots of a finished "
-                              "row hold pad_token_id")
-    if got.shape[1] < expected.shape[1]:
-        raise Mistake("the loop stopped too early: stop when *all* rows are done (or after max_new_tokens), "
-                      "not when one of them is")
+    if new.shape[1] < want.shape[1]:
+        done = (new == eos).any(-1)
+        early = [r for r in range(len(ids)) if (ids[r] == eos).any() and not done[r]]
+        if early and new.shape[1] == 0:
+            raise Mistake(f"no new token at all: row {early[0]}'s prompt holds eos_token_id = {eos}, but only "
+                          "generated tokens finish a row (start with every row unfinished)")
+        if done.any():
+            raise Mistake(f"the loop stopped after {tokens(new.shape[1])}, when only row {int(done.nonzero()[0])} "
+                          "had finished: stop when *all* rows are done (or after max_new_tokens), not when one is")
+        short = "one fewer than" if new.shape[1] == n - 1 else "but"
+        raise Mistake(f"you generated {tokens(new.shape[1])}, {short} max_new_tokens = {n}, and no row had "
+                      "finished: run max_new_tokens steps (range(max_new_tokens)) unless every row produced EOS")
 
 
 q3 = Task(
@@ -207,7 +256,9 @@ def _q5_cases():
     return [(small_model(7, context_length=6), random_ids(7, 1, 4), 0),
             (small_model(9, context_length=4), random_ids(9, 2, 3), 1),  # one step, no crop yet
             (small_model(7, context_length=6), random_ids(7, 1, 4), 5),
-            (small_model(8, context_length=5), random_ids(8, 2, 5), 6)]
+            (small_model(8, context_length=5), random_ids(8, 2, 5), 6),
+            # GPT-2's vocabulary, its EOS id 50256 at new token 2: still exactly max_new_tokens here
+            (*with_gpt2_eos(142, length=2, context_length=4), 6)]
 
 
 def _crop_params():
@@ -235,6 +286,7 @@ q5 = Task(
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
     cases=_q5_cases, generated=Generated(_crop_params, _crop_case),
     reference=lambda model, ids, n: generate(model, ids, n), forbid=NO_GENERATE,
+    diagnose=lambda args, expected, got: count_new_tokens(args[1], args[2], got),
     known=[
         Known("you kept the *first* context_length tokens; the model must read the most recent ones, "
               "ids[:, -L:]", lambda m, ids, n: _crop_loop(m, ids, n, lambda x: x[:, :m.config.context_length])),

@@ -6,7 +6,8 @@ import math
 import torch
 
 from ..generate import generate
-from .common import NO_GENERATE, loop_case, loop_params, random_ids, seeded, small_model
+from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
+                     with_gpt2_eos)
 from .task import Generated, Known, Mistake, Task
 
 CHAPTER = "ch07"
@@ -98,6 +99,7 @@ def _fresh_cache_each_step(m, ids, n):
 
 def _q3_diagnose(args, expected, got):
     model, ids, n = args
+    count_new_tokens(ids, n, got)
     if got.shape == expected.shape and got.dtype == torch.int64 and torch.equal(got[:, :ids.shape[1]], ids):
         raise Mistake("the tokens differ from the uncached loop: feed the whole prompt at the first step, then "
                       "only the newest token, shape (B, 1), with the *same* cache object every step")
@@ -106,34 +108,54 @@ def _q3_diagnose(args, expected, got):
 @contextlib.contextmanager
 def _reads_each_token_once(args):
     """The check of how: count the positions each forward pass reads (every pass embeds the tokens it
-    reads). With a cache: the prompt, then 1, 1, ...; the uncached loop's P, P + 1, ... gives the
-    same tokens, so only this tells the two apart."""
+    reads, and their positions). With a cache every token is read once, the last new one never: P + n - 1
+    positions in all, whether the prompt goes in one pass or as all but its last token and then that one.
+    The uncached loop's P, P + 1, ... gives the same tokens, so only this tells the two apart. And the
+    first pass starts at position 0: a cache kept from an earlier call would start it later."""
     model, input_ids, n = args
-    seen = []
-    hook = model.token_embedding.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[-1]))
+    seen, starts = [], []
+    hooks = [model.token_embedding.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[-1])),
+             model.position_embedding.register_forward_pre_hook(
+                 lambda module, inputs: starts.append(int(inputs[0].flatten()[0])))]
     complaints = []
     try:
         yield complaints
     finally:
-        hook.remove()
-    want = [input_ids.shape[1]] + [1] * (n - 1) if n else []
+        for hook in hooks:
+            hook.remove()
+    P = input_ids.shape[1]
+    want = [P] + [1] * (n - 1) if n else []
     if seen and not want:
         complaints.append(f"with max_new_tokens = 0 the model is not run at all (the prompt comes back as it "
                           f"is), but your loop made {len(seen)} forward pass(es)")
-    elif seen != want:
-        complaints.append(f"the forward passes read {_short(seen)} positions; with a cache they read the prompt "
-                          f"once, then only the newest token: {_short(want)}")
+    elif starts and starts[0] != 0:
+        complaints.append(f"your first forward pass began at position {starts[0]}: its cache already held "
+                          f"{starts[0]} positions from an earlier call (a cache kept between calls, in a global, "
+                          "a module-level dict or a default argument). Make a fresh one, model.new_cache(), in "
+                          "every call")
+    elif len(seen) >= n and sum(seen) != sum(want):  # fewer passes: too few tokens, which the output shows
+        complaints.append(f"the forward passes read {_short(seen)} positions, {sum(seen)} in all; with a cache "
+                          f"each token is read once: read the prompt once, then only the newest token, {_short(want)}, "
+                          f"P + max_new_tokens - 1 = {sum(want)} in all")
 
 
 def _short(counts):
     return str(counts) if len(counts) <= 8 else f"[{', '.join(map(str, counts[:8]))}, ...] ({len(counts)} passes)"
 
 
+def _q3_cases():
+    same = small_model(134)  # one model object for two calls in a row, with two prompts of the same shape:
+    # a cache kept between calls (keyed by the model, or by nothing) reads the first call's positions
+    return [(small_model(120), random_ids(120, 1, 4), 6), (small_model(14), random_ids(14, 2, 3), 0),
+            (small_model(15), random_ids(15, 1, 5), 1), (small_model(130), random_ids(130, 2, 3), 9),
+            (same, random_ids(134, 2, 4), 5), (same, random_ids(135, 2, 4), 5),
+            # GPT-2's vocabulary, with its EOS id 50256 at new token 3: the task asks for exactly max_new_tokens
+            (*with_gpt2_eos(141, step=2), 6)]
+
+
 q3 = Task(
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
-    cases=lambda: [(small_model(120), random_ids(120, 1, 4), 6), (small_model(14), random_ids(14, 2, 3), 0),
-                   (small_model(15), random_ids(15, 1, 5), 1), (small_model(130), random_ids(130, 2, 3), 9)],
-    generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
+    cases=_q3_cases, generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
     reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
     watch=_reads_each_token_once,
     forbid=NO_GENERATE,
@@ -167,9 +189,7 @@ q4 = Task(
     kind="predict",
     cases=lambda: [(4, 1, False), (4, 5, False), (4, 5, True), (3, 0, True), (5, 0, False), (1, 1, True),
                    (10, 6, True), (7, 8, False), (1, 30, False), (2, 40, True)],
-    reference=_positions_processed,
-    forbid={"Decoder(...)": "predict the count from the loop's arithmetic, without running a model",
-            "nexttoken.generate": "predict the count from the loop's arithmetic, without running a model"},
+    reference=_positions_processed,  # measuring it (a hook around nexttoken.generate) is a right answer too
     known=[
         Known("the cached loop also fed its last token: the token chosen at the last step is appended but "
               "never run through the model", lambda P, n, c: (P + n) if c and n else (n * P + n * (n - 1) // 2)),

@@ -3,7 +3,9 @@ that a wrong answer gives a different result (tests/exercises/test_exercises.py 
 
 import torch
 
+from ..generate import generate
 from ..model import Decoder, DecoderConfig
+from .task import Mistake
 
 # The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
 NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
@@ -33,6 +35,22 @@ def small_model(seed: int = 0, **overrides) -> Decoder:
             else:
                 torch.nn.init.normal_(p, std=0.5)
     return model.eval()
+
+
+def loud(model: Decoder, factor: float = 40.0) -> Decoder:
+    """The model with its LM head scaled: logits in the hundreds, where exp without the max shift overflows
+    float32 (exp(89) is inf) and a softmax by hand gives NaN; torch.softmax, which shifts, is fine."""
+    with torch.no_grad():
+        model.lm_head.weight.mul_(factor)
+    return model
+
+
+def overflow(logits) -> None:
+    """Raises Mistake when NaN probabilities come from logits that exp overflows."""
+    if logits.max() > 88:
+        raise Mistake(f"NaN: the logits reach {float(logits.max()):.0f}, and exp of anything above 88 overflows "
+                      "float32 to inf (inf / inf is NaN). Subtract each row's maximum before exp, or use "
+                      "torch.softmax, which does")
 
 
 def random_ids(seed: int, batch: int, length: int, vocab: int = 50) -> torch.Tensor:
@@ -69,3 +87,38 @@ def loop_case(params):
     """The arguments (model, input_ids, max_new_tokens) of a loop task from ``loop_params``."""
     seed, rows, length, n = params
     return small_model(seed), random_ids(seed, rows, length), n
+
+
+GPT2_EOS = 50256  # GPT-2's end-of-text id
+
+
+def with_gpt2_eos(seed: int, rows: int = 1, length: int = 3, step: int = 1, **overrides):
+    """(model, input_ids): a small model with GPT-2's vocabulary size whose greedy continuation of the prompt
+    produces GPT2_EOS at new token ``step + 1`` and then goes on. A loop asked for exactly max_new_tokens
+    that stops on GPT-2's EOS id stops there; with the usual vocabulary of 50 that id never comes.
+    Made by swapping the rows of the token the model would produce there with GPT2_EOS's, in the
+    embedding and the LM head: the same model with two ids relabelled."""
+    model, ids = small_model(seed, vocab_size=GPT2_EOS + 1, **overrides), random_ids(seed, rows, length)
+    x = int(generate(model, ids, step + 1)[0, -1])  # the token row 0 produces at new token step + 1
+    with torch.no_grad():
+        for p in (model.token_embedding.weight, model.lm_head.weight):
+            p[[x, GPT2_EOS]] = p[[GPT2_EOS, x]]
+    return model, ids
+
+
+def count_new_tokens(ids, n, got):
+    """The loop tasks' rule of exactly ``n`` new tokens (no EOS rule before chapter 6): raises Mistake
+    naming the count made, and GPT-2's EOS id when the loop stopped right after it."""
+    P = ids.shape[1]
+    if got.dim() != 2 or got.shape[0] != ids.shape[0] or got.shape[1] == P + n:
+        return
+    if got.shape[1] < P or not torch.equal(got[:, :P], ids):
+        raise Mistake(f"your output does not start with the prompt (input_ids, {P} tokens a row): return the "
+                      f"prompt followed by the new tokens, shape (B, {P} + max_new_tokens)")
+    k = got.shape[1] - P
+    why = "one step per new token, range(max_new_tokens)"
+    if 0 < k < n and (got[:, -1] == GPT2_EOS).all():
+        why = (f"your loop stopped right after GPT-2's EOS id {GPT2_EOS}; this task has no EOS rule (chapter 6 "
+               "adds one): it generates exactly max_new_tokens tokens")
+    raise Mistake(f"you generated {k} new {'token' if k == 1 else 'tokens'} after the prompt of {P}, but "
+                  f"max_new_tokens = {n}: {why}")

@@ -13,7 +13,7 @@ import torch
 
 from ..model import DecoderConfig
 from . import ch01, ch02, ch04, ch05, ch06
-from .common import random_ids, seeded, small_model
+from .common import loud, random_ids, seeded, small_model, with_gpt2_eos
 
 CASES = {}  # "ch05.q2" -> a function returning [(name, arguments), ...], rebuilt identically on each call
 
@@ -63,7 +63,8 @@ def _ch01_q3():
     return [("one row of four", (torch.tensor([[-0.1, -2.0, -0.7, -1.2]]),)),
             ("one token per row", (torch.tensor([[-3.0], [-0.5]]),)),
             ("four rows of 25", (torch.log(rand(121, 4, 25) * 0.8 + 0.1),)),
-            ("500 tokens (their product underflows)", (torch.log(rand(122, 3, 500) * 0.01 + 0.002),))]
+            ("500 tokens (their product underflows)", (torch.log(rand(122, 3, 500) * 0.01 + 0.002),)),
+            ("log-probabilities of 0", (torch.tensor([[-0.4, 0.0, 0.0], [0.0, -1.5, -0.2]]),))]
 
 
 @held_out("ch01.q4")
@@ -84,7 +85,8 @@ def _ch02_q1():
 @held_out("ch02.q2")
 def _ch02_q2():
     return [("2 x 2", (randn(201, 2, 2),)), ("a batch of 5 of 7 x 7", (randn(202, 5, 7, 7),)),
-            ("five dimensions", (randn(203, 1, 3, 2, 12, 12),)), ("30 x 30", (randn(204, 30, 30),))]
+            ("five dimensions", (randn(203, 1, 3, 2, 12, 12),)), ("30 x 30", (randn(204, 30, 30),)),
+            ("scores of exactly 0", (ch02.with_zeros(randn(205, 2, 5, 5)),))]
 
 
 @held_out("ch02.q3")
@@ -92,7 +94,9 @@ def _ch02_q3():
     return [("five positions, d = 4", (randn(211, 5, 4), randn(212, 5, 4))),
             ("one position, batched", (randn(213, 2, 1, 1, 8), randn(214, 2, 1, 1, 8))),
             ("3 x 2 heads, 11 positions, d = 32", (randn(215, 3, 2, 11, 32), randn(216, 3, 2, 11, 32))),
-            ("25 positions, large scores", (randn(217, 1, 4, 25, 6) * 3, randn(218, 1, 4, 25, 6) * 3))]
+            ("25 positions, large scores", (randn(217, 1, 4, 25, 6) * 3, randn(218, 1, 4, 25, 6) * 3)),
+            ("a key of zeros", (randn(219, 4, 6), randn(220, 4, 6).index_fill(0, torch.tensor([0]), 0.0))),
+            ("scores in the hundreds", (randn(221, 2, 7, 8) * 15, randn(222, 2, 7, 8) * 15))]
 
 
 @held_out("ch02.q4")
@@ -149,7 +153,8 @@ def _ch04_q2():
     return [("two rows of nine tokens", (small_model(411), random_ids(411, 2, 9))),
             ("the longest input, one row", (small_model(412), random_ids(412, 1, 16))),
             ("four rows of one token, vocabulary 80",
-             (small_model(413, vocab_size=80), random_ids(413, 4, 1, vocab=80)))]
+             (small_model(413, vocab_size=80), random_ids(413, 4, 1, vocab=80))),
+            ("logits in the hundreds", (loud(small_model(414)), random_ids(414, 3, 3)))]
 
 
 @held_out("ch04.q3")
@@ -173,7 +178,8 @@ def _ch04_q4():
 def _ch04_q5():
     return [("two rows of seven", (ch04._dropout_model(451), random_ids(451, 2, 7))),
             ("four rows of one token", (ch04._dropout_model(452), random_ids(452, 4, 1))),
-            ("a batch of one, 12 tokens", (ch04._dropout_model(453), random_ids(453, 1, 12)))]
+            ("a batch of one, 12 tokens", (ch04._dropout_model(453), random_ids(453, 1, 12))),
+            ("logits in the hundreds", (loud(ch04._dropout_model(454)), random_ids(454, 2, 3)))]
 
 
 # --- chapter 5: the loop ---
@@ -193,7 +199,14 @@ def _loops(first_seed: int):
             for i, (name, rows, length, n) in enumerate(shapes)]
 
 
-held_out("ch05.q2")(lambda: _loops(511))
+def _gpt2_eos(seed: int):
+    """GPT-2's vocabulary and its EOS id among the greedy tokens (common.with_gpt2_eos), at new token 2 of a
+    batch of one: a loop that stops on that id stops there."""
+    model, ids = with_gpt2_eos(seed, step=1)
+    return [("GPT-2's vocabulary, its EOS id at new token 2", (model, ids, 7))]
+
+
+held_out("ch05.q2")(lambda: _loops(511) + _gpt2_eos(512))
 
 
 @held_out("ch05.q3")
@@ -249,7 +262,27 @@ def _ch06_q3():
               ("no new tokens", (604, 2, 5, 0, 0, 1, 0, 2)),
               ("an EOS id it may never produce", (605, 3, 4, 12, 2, 17, 0, 9)),
               ("two rows, the pad id produced too", (606, 2, 3, 13, 0, 2, 0, 4))]
-    return [(name, ch06._eos_case(p)) for name, p in params] + _every_row_stops(607)
+    return ([(name, ch06._eos_case(p)) for name, p in params] + _every_row_stops(607) + _pad_is_eos(608)
+            + [("the pad id produced, then other tokens", _pad_then_other_tokens(609)),
+               ("rows stopping at steps 1 to 5, pad id = EOS id", ch06._stopping_at_every_step(92, 5))])
+
+
+def _pad_is_eos(seed: int):
+    """pad == EOS, an id the prompt holds (in the middle of row 1, at the end of a batch of one)."""
+    model, prompt = small_model(seed), random_ids(seed, 3, 4)
+    inside, last = int(prompt[1, 1]), int(prompt[2, -1])
+    return [("pad id = EOS id, inside a prompt", (model, prompt, 9, inside, inside)),
+            ("a batch of one ending with the EOS id, pad id = EOS id", (model, prompt[2:], 9, last, last))]
+
+
+def _pad_then_other_tokens(seed: int):
+    """A row that greedily produces the pad id (the first token that some row produces and then leaves)
+    before any EOS; the EOS id is one the model never produces, so every row runs all 8 steps."""
+    model, prompt = small_model(seed), random_ids(seed, 2, 3)
+    free = ch06.generate(model, prompt, 8)[:, 3:]
+    pad = next(int(row[s]) for s in range(7) for row in free if row[s] != row[s + 1])
+    eos = max(set(range(50)) - set(free.flatten().tolist()))
+    return model, prompt, 8, eos, pad
 
 
 def _every_row_stops(seed: int):
@@ -282,7 +315,8 @@ def _ch06_q5():
     return [("a window of 3, three rows, 7 new", (small_model(621, context_length=3), random_ids(621, 3, 3), 7)),
             ("a window of 2, 6 new", (small_model(622, context_length=2), random_ids(622, 1, 1), 6)),
             ("a window of 8, 9 new", (small_model(623, context_length=8), random_ids(623, 2, 6), 9)),
-            ("0 new", (small_model(624, context_length=5), random_ids(624, 1, 2), 0))]
+            ("0 new", (small_model(624, context_length=5), random_ids(624, 1, 2), 0)),
+            ("GPT-2's vocabulary, a window of 3", (*with_gpt2_eos(625, length=3, context_length=3), 5))]
 
 
 @held_out("ch06.q6")
@@ -312,7 +346,14 @@ def _ch07_q2():
             ("twelve cached, two rows", _qkv(717, 2, 2, 12, 6)), ("large scores", _qkv(720, 1, 1, 10, 8, 15.0))]
 
 
-held_out("ch07.q3")(lambda: _loops(731))
+def _same_model_twice(seed: int):
+    """Two calls in a row with one model object: a cache kept between calls shows on the second."""
+    model = small_model(seed)
+    return [("a model called twice, first", (model, random_ids(seed, 3, 2), 4)),
+            ("a model called twice, second", (model, random_ids(seed + 1, 3, 2), 4))]
+
+
+held_out("ch07.q3")(lambda: _loops(731) + _same_model_twice(737) + _gpt2_eos(739))
 
 
 @held_out("ch07.q4")

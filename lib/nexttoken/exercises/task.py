@@ -118,6 +118,11 @@ def _kind(dtype: torch.dtype) -> str:
     return f"an integer tensor ({dtype})"
 
 
+def tokens(k: int) -> str:
+    """"1 token", "3 tokens": a count with its noun in the right number."""
+    return f"{k} token{'' if k == 1 else 's'}"
+
+
 def first_difference(expected: torch.Tensor, got: torch.Tensor, atol: float = 1e-4) -> str:
     """Where two tensors of the same shape first differ: that row of both, a few values either side of
     the difference, and how many entries differ in all."""
