@@ -304,10 +304,16 @@ class Decoder(nn.Module):
         B, T = input_ids.shape
         past = len(cache) if cache is not None else 0  # tokens already processed
         if past + T > self.config.context_length:
+            L = self.config.context_length
+            if past:  # the usual cause: the whole sequence fed again to a cache that holds its start
+                raise ValueError(
+                    f"input_ids has {T} tokens and the cache already holds {past}: together more than the "
+                    f"model's context_length {L}. With a cache, pass only the tokens it has not seen "
+                    f"(in a generation step, the newest one: input_ids[:, -1:])"
+                )
             raise ValueError(
-                f"input_ids has {past + T} tokens{' with the cache' if past else ''} but the model's "
-                f"context_length is {self.config.context_length}: crop it, "
-                f"e.g. input_ids[:, -{self.config.context_length}:]"
+                f"input_ids has {T} tokens but the model's context_length is {L}: crop it, "
+                f"e.g. input_ids[:, -{L}:]"
             )
         if attention_mask is not None:
             attention_mask = check_attention_mask(attention_mask, (B, past + T))

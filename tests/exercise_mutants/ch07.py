@@ -95,7 +95,7 @@ def fresh_cache_each_step(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect=None)
+@mutant("q3", expect="pass only the tokens it has not seen")
 def whole_sequence_with_cache(model, input_ids, max_new_tokens):  # counts old tokens twice
     cache, ids = model.new_cache(), input_ids
     for _ in range(max_new_tokens):

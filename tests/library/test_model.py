@@ -240,3 +240,17 @@ def test_fused_attention_equals_the_step_by_step_attention(norm, mlp):
     model(x[:, :6], attention_mask=mask[:, :6], cache=cache)
     step = model(x[:, 6:], attention_mask=mask, cache=cache)
     assert torch.allclose(step, explicit[:, 6:], atol=1e-5)
+
+
+def test_too_long_with_a_cache_says_to_pass_only_the_new_tokens():
+    """Feeding the whole sequence again to a cache that holds its start is the usual way to overflow the
+    window with a cache: the message points at the new tokens, not at cropping (which would be wrong)."""
+    model = Decoder(small()).eval()
+    ids = torch.randint(0, 50, (1, 10))
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(ids, cache=cache)
+        with pytest.raises(ValueError, match=r"the cache already holds 10.*input_ids\[:, -1:\]") as info:
+            model(torch.cat([ids, ids[:, :1]], dim=1), cache=cache)
+    assert "crop it" not in str(info.value)
+    assert len(cache) == 10  # nothing half-done: the failed call appended nothing
