@@ -3,16 +3,118 @@
 Needs matplotlib, which the course's environment and Colab have (the package itself does not depend on
 it, so ``import nexttoken`` does not import this module).
 
+- ``show_underflow``: running products of probabilities in float32 and float64 against the sum of their
+  logs, each product stopping where it underflows to 0 (chapter 1).
+- ``show_shapes``: the forward pass as boxes and arrows, each box a step with its tensor's shape
+  (chapter 3).
 - ``show_batch``: a generated batch as a grid of tokens, each slot coloured as prompt, generated token,
   end-of-sequence (EOS) token or padding (chapter 6).
 """
 
+import math
 from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 import torch
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
+
+
+def smallest_positive(dtype: torch.dtype) -> float:
+    """The smallest positive number of a float type: the smallest normal one times the precision (the last
+    subnormal), ``2**-149`` in float32, ``2**-1074`` in float64. A product below it rounds to 0."""
+    info = torch.finfo(dtype)
+    return info.tiny * info.eps
+
+
+def show_underflow(
+    n_tokens: torch.Tensor,
+    product32: torch.Tensor,
+    product64: torch.Tensor,
+    log_sum: torch.Tensor,
+    ax=None,
+) -> None:
+    """Draw on a log10 scale the running products ``product32`` (float32) and ``product64`` (float64) of
+    probabilities and ``log_sum``, the running sum of their natural logs (the true value), against
+    ``n_tokens``, the number of factors. Each product's curve stops where it is 0; a dotted line marks its
+    type's smallest positive number and a cross the first token where it is 0 (none if it never is).
+
+    Draws on ``ax`` if given; otherwise on a new figure, which it shows.
+    """
+    own_figure = ax is None
+    if own_figure:
+        _, ax = plt.subplots(figsize=(8, 4))
+    # log10(0) = -inf: plot only the non-zero part
+    ok32, ok64 = product32 > 0, product64 > 0
+    # float64 wide and pale under float32, so both show where they agree
+    ax.plot(
+        n_tokens[ok64], torch.log10(product64[ok64]).float(), color="C1", lw=6, alpha=0.5,
+        label="float64 product",
+    )
+    ax.plot(n_tokens[ok32], torch.log10(product32[ok32]), color="C0", lw=3, label="float32 product")
+    ax.plot(n_tokens, log_sum / math.log(10), "k--", lw=1, label="sum of logs / ln 10 (the true value)")
+    # the labels of the crosses sit on opposite sides, so that they do not overlap
+    for ok, dtype, color, name, offset, align in [
+        (ok32, torch.float32, "C0", "float32", (8, 8), "left"),
+        (ok64, torch.float64, "C1", "float64", (-10, -16), "right"),
+    ]:
+        y = math.log10(smallest_positive(dtype))
+        ax.axhline(y, color=color, lw=0.8, ls=":")
+        if ok.all():  # never 0: no cross
+            continue
+        zero_at = int(n_tokens[~ok][0])
+        ax.plot(zero_at, y, "x", color=color, ms=10, mew=2)
+        ax.annotate(
+            f"{name} product = 0 from here", (zero_at, y), xytext=offset, textcoords="offset points",
+            color=color, ha=align,
+        )
+    ax.set_xlabel("number of tokens $n$")
+    ax.set_ylabel(r"$\log_{10}\, p(x_1, \dots, x_n)$")
+    ax.set_title("A product of probabilities underflows; a sum of logs does not")
+    ax.legend(loc="center right")
+    if own_figure:
+        plt.show()
+
+
+def show_shapes(
+    trace: Sequence[tuple[str, tuple[int, ...]]],
+    vocab_size: int,
+    title: str = "",
+    ax=None,
+) -> None:
+    """Draw the forward pass as boxes joined by arrows, each box a step's name and its tensor's shape.
+
+    ``trace``: (name, shape) pairs in the order of the walk; the first five are the token ids, the
+    positions, the token embedding, the position embedding and their sum, the rest follow the residual
+    stream from the sum (blocks, final norm, logits). Token ids and token embedding make the left column,
+    positions and position embedding the right; the stream runs down the middle. A box whose last
+    dimension is ``vocab_size`` (the logits) is drawn pink. Draws on ``ax`` if given; otherwise on a new
+    figure, which it shows.
+    """
+    # (x, row) of each box, top row 0: two columns of inputs, then the stream down the middle
+    where = [(0.3, 0), (0.75, 0), (0.3, 1), (0.75, 1)] + [(0.5, 2 + k) for k in range(len(trace) - 4)]
+    # ids -> token embedding, positions -> position embedding, both -> sum, then step by step
+    arrows = [(0, 2), (1, 3), (2, 4), (3, 4)] + [(k, k + 1) for k in range(4, len(trace) - 1)]
+    own_figure = ax is None
+    if own_figure:
+        _, ax = plt.subplots(figsize=(7, 9))
+    for (name, shape), (x, row) in zip(trace, where):
+        big = shape[-1] == vocab_size  # the logits stand out
+        ax.text(
+            x, -row, f"{name}\n{shape}", ha="center", va="center", fontsize=10,
+            bbox=dict(boxstyle="round,pad=0.4", fc="mistyrose" if big else "aliceblue", ec="gray"),
+        )
+    for src, dst in arrows:
+        (x1, r1), (x2, r2) = where[src], where[dst]
+        # from the bottom of one box to the top of the next (0.3 rows off each centre)
+        ax.annotate("", xy=(x2, -r2 + 0.3), xytext=(x1, -r1 - 0.3), arrowprops=dict(arrowstyle="->"))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-(len(trace) - 4) - 1.6, 0.6)
+    ax.axis("off")
+    ax.set_title(title)
+    if own_figure:
+        plt.show()
+
 
 # The four kinds of slot, in the order of their codes 0-3, and their colours.
 KINDS = ("prompt", "generated", "EOS", "pad")
