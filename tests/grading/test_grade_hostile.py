@@ -108,7 +108,12 @@ out = [call('ptrace', 'ptrace', 16, 1, None, None),  # PTRACE_ATTACH to the sand
        call('request_key', 'syscall', 249, b'user', b'instructor-token', None, 0),
        call('userns', 'unshare', 0x10000000),
        call('clone_userns', 'syscall', 56, 0x10000000 | 17, None, None, None, None),
-       call('mount', 'mount', b'none', b'/tmp', b'tmpfs', 0, None)]
+       call('mount', 'mount', b'none', b'/tmp', b'tmpfs', 0, None),
+       call('vsock', 'socket', 40, 1, 0),  # AF_VSOCK: no network namespace holds it
+       call('vsock_high', 'syscall', 41, ctypes.c_long(0x100000028), 1, 0),  # the same with high bits set
+       call('uring', 'syscall', 425, 8, ctypes.create_string_buffer(120)),  # io_uring_setup
+       call('uring_enter', 'syscall', 426, -1, 0, 0, 0, None, 0),
+       call('uring_register', 'syscall', 427, -1, 0, None, 0)]
 try:
     open('/dev/planted', 'w')
     out.append('dev=ok')
@@ -117,7 +122,8 @@ except OSError as e:
 report = ' '.join(out)
 """
 DENIED = "ptrace=EPERM vm_read=EPERM keyctl=EPERM add_key=EPERM request_key=EPERM userns=EPERM " \
-         "clone_userns=EPERM mount=EPERM dev=EROFS"
+         "clone_userns=EPERM mount=EPERM vsock=EPERM vsock_high=EPERM uring=EPERM uring_enter=EPERM " \
+         "uring_register=EPERM dev=EROFS"
 # Runs the grader in a session keyring holding an instructor's key, then writes what is in it afterwards.
 KEYRING = r"""
 import ctypes, json, subprocess, sys

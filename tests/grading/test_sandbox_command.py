@@ -228,3 +228,46 @@ def test_where_bubblewrap_cannot_make_namespaces_the_refusal_names_no_sandbox(mo
     message = sandbox.check_bwrap(sandbox.Limits(), None, uid)
     assert "cannot create its namespaces" in message and "--no-sandbox" in message
     assert "one submission only" in message
+
+
+# vsock (which no network namespace holds) and io_uring (whose operations no seccomp filter sees), tried
+# by a process of the sandbox: open without the filter, denied with it.
+SOCKETS_AND_RINGS = r"""
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+def call(label, fn, *args):
+    ok = getattr(libc, fn)(*args) >= 0
+    return f"{label}={'ok' if ok else errno.errorcode.get(ctypes.get_errno(), '?')}"
+print(' '.join([call('vsock', 'socket', 40, 1, 0),
+                call('vsock_high', 'syscall', 41, ctypes.c_long(0x100000028), 1, 0),
+                call('vsock_pair', 'socketpair', 40, 1, 0, ctypes.create_string_buffer(8)),
+                call('uring', 'syscall', 425, 8, ctypes.create_string_buffer(120)),
+                call('uring_enter', 'syscall', 426, -1, 0, 0, 0, None, 0),
+                call('uring_register', 'syscall', 427, -1, 0, None, 0),
+                call('inet', 'socket', 2, 1, 0)]), flush=True)
+"""
+
+
+@needs_root_and_bwrap
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe uses x86_64 system call numbers")
+def test_vsock_and_io_uring_are_denied_in_the_sandbox(monkeypatch):
+    uid = sandbox.allocate_uids(1)[0]
+    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
+
+    def run(with_filter: bool) -> str:
+        fds = [sandbox.memfd_with(b"{}", "n")] + ([sandbox.memfd_with(sandbox.seccomp_filter(), "f")]
+                                                  if with_filter else [])
+        try:
+            cmd = sandbox.bwrap_command(["/usr/bin/python3", "-c", SOCKETS_AND_RINGS], sandbox.Limits(), fds[0],
+                                        uid, fds[1] if with_filter else None)
+            done = subprocess.run(sandbox.launcher(None, "/usr/bin/python3") + cmd, pass_fds=fds,
+                                  capture_output=True, text=True, timeout=120)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return done.stdout.strip() or done.stderr
+
+    unfiltered = run(False)  # the attack: each interface opens (where this kernel has vsock at all)
+    assert "uring=ok" in unfiltered and "inet=ok" in unfiltered, unfiltered
+    assert run(True) == ("vsock=EPERM vsock_high=EPERM vsock_pair=EPERM uring=EPERM uring_enter=EPERM "
+                         "uring_register=EPERM inet=ok")  # an ordinary socket (of its empty network) still opens

@@ -12,10 +12,10 @@ Limits per sandbox come from a cgroup of its own (``Cgroups``, v2 or v1): memory
 tmpfs files and memfds, kernel memory such as inodes, which belong to no process), the number of
 processes, and an equal CPU share; the grader ends a sandbox by killing everything in its cgroup.
 A seccomp filter (``seccomp_filter``, built with libseccomp) denies the learner's processes ptrace,
-process_vm_*, the kernel keyrings, mounts and new namespaces; each sandbox starts in a fresh anonymous
-session keyring. When the grader runs as root, the code runs as an unprivileged user id of its own (one
-per concurrent job, checked unused on the host and locked against other graders), so no root-owned file
-is readable by owner rights.
+process_vm_*, the kernel keyrings, mounts, new namespaces, io_uring and vsock sockets; each sandbox starts
+in a fresh anonymous session keyring. When the grader runs as root, the code runs as an unprivileged user
+id of its own (one per concurrent job, checked unused on the host and locked against other graders), so no
+root-owned file is readable by owner rights.
 """
 
 import ctypes
@@ -78,22 +78,33 @@ class Limits:
 
 # Denied (EPERM) to every process of the learner: reading or steering another process (ptrace,
 # process_vm_*: the sandbox's own init included), the kernel keyrings, mounts (a tmpfs in a nested user
-# namespace is memory outside every limit), namespaces, and kernel interfaces a submission never needs.
+# namespace is memory outside every limit), namespaces, io_uring (its operations bypass this filter: an
+# openat or a socket done by the ring is never a system call seccomp sees), and kernel interfaces a
+# submission never needs.
 DENIED_SYSCALLS = (
     "ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
     "mount", "umount2", "pivot_root", "chroot", "setns", "unshare", "mount_setattr", "move_mount",
     "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "bpf", "perf_event_open", "userfaultfd",
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon", "swapoff",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
 )
+# Socket families denied to socket() and socketpair(): AF_VSOCK (40), which no network namespace holds
+# (--unshare-net leaves it reaching the host or hypervisor). Compared on the low 32 bits (the kernel reads
+# the family as an int), so a raw system call with high bits set is denied too.
+DENIED_SOCKET_FAMILIES = (40,)
 # clone() with any CLONE_NEW* flag (NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET) is denied;
 # clone3 (whose flags seccomp cannot read) answers ENOSYS, so the C library falls back to clone.
 CLONE_NAMESPACES = 0x7E020000
 _EXPORT = r"""
 import errno, sys, seccomp
 denied, namespaces = sys.argv[1].split(","), int(sys.argv[2])
+families = [int(n) for n in sys.argv[3].split(",") if n]
 f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
 for name in denied:
     f.add_rule(seccomp.ERRNO(errno.EPERM), name)
+for family in families:
+    for call in ("socket", "socketpair"):
+        f.add_rule(seccomp.ERRNO(errno.EPERM), call, seccomp.Arg(0, seccomp.MASKED_EQ, 0xFFFFFFFF, family))
 for bit in (1 << b for b in range(32) if namespaces >> b & 1):
     f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, bit, bit))
 f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
@@ -110,7 +121,7 @@ def seccomp_filter() -> bytes:
     python3-seccomp (a C extension for that interpreter, not for this virtual environment)."""
     if _filter:
         return _filter[0]
-    args = [",".join(DENIED_SYSCALLS), str(CLONE_NAMESPACES)]
+    args = [",".join(DENIED_SYSCALLS), str(CLONE_NAMESPACES), ",".join(map(str, DENIED_SOCKET_FAMILIES))]
     for python in (sys.executable, "/usr/bin/python3"):
         if not os.path.exists(python):
             continue
