@@ -5,7 +5,7 @@ import contextlib
 import torch
 
 from .common import random_ids, seeded
-from .task import Known, Mistake, Task, describe, side_by_side
+from .task import Known, Mistake, Task, counted, describe, side_by_side
 
 CHAPTER = "ch01"
 TASKS = ["q1", "q2", "q3", "q4"]
@@ -201,7 +201,7 @@ def _q4_verify(args, got):
     if off.any():
         a, b = (int(i) for i in off.nonzero()[0])
         return (f"{int(off.sum())} of the {V * V} frequencies are further from p(x1) p(x2 | x1) than chance "
-                f"allows (about {SIGMAS} standard deviations of a count of {n} draws)",
+                f"allows (about {SIGMAS} standard deviations of a count of {counted(n, 'draw')})",
                 f"at (x1, x2) = ({a}, {b}): expected p(x1) p(x2 | x1) = {p[a, b]:.4f} within {tolerance[a, b]:.4f}, "
                 f"got {got[a, b]:.4f}")
     return None

@@ -7,7 +7,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..model import causal_mask
 from .common import embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Task, counted, tokens
 
 CHAPTER = "ch04"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
@@ -163,8 +163,8 @@ def _head_on_last_position_only(args):
         yield complaints
     B, T = input_ids.shape
     if counter.rows > B:
-        complaints.append(f"the LM head was applied to {counter.rows} vectors for a batch of {B} rows of {T} "
-                          "tokens: apply it to the last position only (x[:, -1, :] of each row, then "
+        complaints.append(f"the LM head was applied to {counter.rows} vectors for a batch of {counted(B, 'row')} of "
+                          f"{tokens(T)}: apply it to the last position only (x[:, -1, :] of each row, then "
                           "final_norm and lm_head), not to every position")
 
 

@@ -8,7 +8,7 @@ import torch
 from ..generate import generate
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
                      with_gpt2_eos)
-from .task import Generated, Known, Mistake, Task
+from .task import Generated, Known, Mistake, Task, counted
 
 CHAPTER = "ch07"
 TASKS = ["q1", "q2", "q3", "q4"]
@@ -127,10 +127,10 @@ def _reads_each_token_once(args):
     want = [P] + [1] * (n - 1) if n else []
     if seen and not want:
         complaints.append(f"with max_new_tokens = 0 the model is not run at all (the prompt comes back as it "
-                          f"is), but your loop made {len(seen)} forward pass(es)")
+                          f"is), but your loop made {counted(len(seen), 'forward pass', 'forward passes')}")
     elif starts and starts[0] != 0:
         complaints.append(f"your first forward pass began at position {starts[0]}: its cache already held "
-                          f"{starts[0]} positions from an earlier call (a cache kept between calls, in a global, "
+                          f"{counted(starts[0], 'position')} from an earlier call (a cache kept between calls, in a global, "
                           "a module-level dict or a default argument). Make a fresh one, model.new_cache(), in "
                           "every call")
     elif len(seen) >= n and sum(seen) != sum(want):  # fewer passes: too few tokens, which the output shows

@@ -5,7 +5,7 @@ import torch
 
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
-from .task import Mistake
+from .task import Mistake, tokens
 
 # The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
 NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
@@ -113,7 +113,7 @@ def count_new_tokens(ids, n, got):
     if got.dim() != 2 or got.shape[0] != ids.shape[0] or got.shape[1] == P + n:
         return
     if got.shape[1] < P or not torch.equal(got[:, :P], ids):
-        raise Mistake(f"your output does not start with the prompt (input_ids, {P} tokens a row): return the "
+        raise Mistake(f"your output does not start with the prompt (input_ids, {tokens(P)} a row): return the "
                       f"prompt followed by the new tokens, shape (B, {P} + max_new_tokens)")
     k = got.shape[1] - P
     why = "one step per new token, range(max_new_tokens)"

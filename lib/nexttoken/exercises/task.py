@@ -52,7 +52,7 @@ def describe(value) -> str:
         c = value.config
         mode = f", dropout {c.dropout}, in training mode" if value.training and c.dropout else ""
         return (f"a small random Decoder (vocab {c.vocab_size}, context {c.context_length}, "
-                f"d_model {c.d_model}, {c.n_layers} layers{mode})")
+                f"d_model {c.d_model}, {counted(c.n_layers, 'layer')}{mode})")
     if isinstance(value, torch.Tensor):
         if value.numel() <= SMALL_INPUT:
             return show(value)
@@ -118,9 +118,14 @@ def _kind(dtype: torch.dtype) -> str:
     return f"an integer tensor ({dtype})"
 
 
+def counted(k: int, noun: str, plural: str | None = None) -> str:
+    """"1 row", "3 rows", "1 forward pass", "2 forward passes": a count with its noun in the right number."""
+    return f"{k} {noun if k == 1 else plural or noun + 's'}"
+
+
 def tokens(k: int) -> str:
-    """"1 token", "3 tokens": a count with its noun in the right number."""
-    return f"{k} token{'' if k == 1 else 's'}"
+    """"1 token", "3 tokens"."""
+    return counted(k, "token")
 
 
 def first_difference(expected: torch.Tensor, got: torch.Tensor, atol: float = 1e-4) -> str:
@@ -143,7 +148,8 @@ def first_difference(expected: torch.Tensor, got: torch.Tensor, atol: float = 1e
         values = ", ".join(fmt(x) for x in t[row][lo:hi].tolist())
         return f"[{'..., ' if lo else ''}{values}{', ...' if hi < t.shape[-1] else ''}]"
     return (f"first difference at index {index}: expected {fmt(e[tuple(index)].item())}, "
-            f"got {fmt(g[tuple(index)].item())}; {len(where)} of {expected.numel()} entries differ\n"
+            f"got {fmt(g[tuple(index)].item())}; {len(where)} of {expected.numel()} "
+            f"{'entry differs' if expected.numel() == 1 else 'entries differ'}\n"
             f"   in row {list(row)}, entries {lo} to {hi - 1}:\n"
             f"   expected {around(e)}\n"
             f"   got      {around(g)}")
