@@ -7,8 +7,9 @@
 #                                 its stored outputs (nbval, strict), then the chapters again on the CPU's
 #                                 baseline kernels (ATEN_CPU_CAPABILITY=default), as a machine without
 #                                 AVX2/AVX-512 would run them.
-#   bash scripts/test.sh --fast   the library's tests that take seconds (pytest -m "not slow"): no
-#                                 website, no fresh environment, no nbval. Under two minutes.
+#   bash scripts/test.sh --fast   the tests a contributor runs on every change (pytest -m "not slow": the
+#                                 library, the exercise checks, the grader's units): no website, no fresh
+#                                 environment, no nbval, no benchmark, no real compile. It prints its time.
 #
 # Other arguments go to pytest (for the library's tests).
 set -euo pipefail
@@ -22,7 +23,11 @@ bash scripts/setup.sh
 bash scripts/setup_sandbox.sh  # bubblewrap, for the grader's sandbox (tests/test_grade*.py)
 export PYTHONHASHSEED=0 TQDM_DISABLE=1
 if $fast; then
-  exec .venv/bin/python -m pytest tests -m "not slow" "$@"
+  start=$SECONDS
+  status=0
+  .venv/bin/python -m pytest tests -m "not slow" "$@" || status=$?
+  echo "fast tests: $((SECONDS - start)) s (the set-up above not counted)"
+  exit $status
 fi
 bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/book/test_website.py
 .venv/bin/python -m pytest tests "$@"

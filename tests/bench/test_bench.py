@@ -33,6 +33,7 @@ CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)
               "transformers generate", "same, static cache"]
 
 
+@pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
 def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     out = run_bench("generate_speed.py", *TINY)
     assert "same tokens from all of them: True" in out
@@ -56,6 +57,7 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     assert "disturbed rounds" in out
 
 
+@pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
 def test_generate_speed_skips_ctranslate2_cleanly():
     out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2")
     assert re.search(r"CTranslate2 float32 +skipped: left out \(--no-ctranslate2\)", out)
@@ -63,6 +65,7 @@ def test_generate_speed_skips_ctranslate2_cleanly():
     assert "same tokens from all of them: True" in out
 
 
+@pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
 def test_generate_speed_runs_in_bfloat16_and_counts_agreeing_tokens():
     """The --dtype path (as a GPU run would use it), here on the CPU: every contender in bfloat16,
     CTranslate2 left out (it converts to float32), the tokens' agreement reported."""
@@ -74,6 +77,7 @@ def test_generate_speed_runs_in_bfloat16_and_counts_agreeing_tokens():
         assert re.search(r"CTranslate2 float32 +skipped: float32 only", out)
 
 
+@pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
 def test_generate_speed_runs_the_fixed_shape_fast_path():
     """--fixed-shapes (what a GPU run with CUDA graphs uses), eagerly here: its row, the same tokens."""
     out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--fixed-shapes")
@@ -114,6 +118,7 @@ def test_the_autotuned_products_probe_freezes_the_weights_even_with_gradients_on
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
 def test_weight_layout_runs_in_tiny_mode():
     assert "of the bound" in run_bench("weight_layout.py", "--tiny", "--rounds", "1")
 

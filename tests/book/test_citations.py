@@ -153,6 +153,7 @@ def sphinx_build(src: Path) -> tuple[int, str]:
     return result.returncode, result.stdout + result.stderr
 
 
+@pytest.mark.slow  # about 3 s each: a Sphinx build
 def test_a_citation_link_lands_on_its_entry(tmp_path):
     src = small_book(tmp_path, "[Welleck et al. (2020)](references.md#welleck2020) and [the page](references.md).")
     code, log = sphinx_build(src)
@@ -165,6 +166,7 @@ def test_a_citation_link_lands_on_its_entry(tmp_path):
     assert len(re.findall(r'<div class="citation" id="', references)) == len(ENTRIES)  # :all: shows each
 
 
+@pytest.mark.slow  # about 3 s each: a Sphinx build
 @pytest.mark.parametrize("fragment", ["nobody1999", "Welleck2020", "id8"])
 def test_a_link_to_a_key_not_in_the_bib_fails_the_build(tmp_path, fragment):
     """An unknown key, a key written as it is not anchored (upper case), an auto id: each fails -W."""

@@ -3,9 +3,12 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # about 10 s: loads SmolLM2-135M
 def test_loop_figure_is_up_to_date():
     spec = importlib.util.spec_from_file_location("draw_loop", ROOT / "scripts" / "draw_loop.py")
     draw_loop = importlib.util.module_from_spec(spec)

@@ -484,6 +484,7 @@ def test_autotuned_models_with_the_same_shapes_keep_their_own_graphs(monkeypatch
     assert not torch.equal(generate(first, ids, 5, attention_mask=mask), generate(second, ids, 5, attention_mask=mask))
 
 
+@pytest.mark.slow  # about 25 s: a real torch.compile
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
 def test_the_guard_filter_keeps_the_guards_on_what_changes_between_calls():
     """What ``not_on_the_model`` keeps, read off the guards Dynamo makes for a real (not autotuned) step."""
