@@ -84,7 +84,11 @@
         $("live-load").disabled = true;
         showPromptIds();
       })();
-      loading.catch((err) => { loading = null; say(`Loading failed: ${err.message}`); });
+      loading.catch((err) => {
+        loading = null;
+        say(`Loading failed: ${err.message}. A site built without Node 20 and npm has no live files: ` +
+            "the course's README says how to build them.");
+      });
     }
     return loading;
   }

@@ -128,3 +128,24 @@ def test_work_counts_are_torchs():
                                                    return_attention=True)) == macs(1, 20)
     assert len(cache) == 20  # the cache now holds every position
     assert w["cache_numbers_per_position"] == 2 * model.config.n_layers * model.config.d_model  # K and V, 4 heads x 32
+
+
+def test_without_node_the_site_is_built_with_the_pages_code_alone(tmp_path):
+    """No node_modules (a reader without Node): the extension builds nothing and raises nothing, copies
+    live.js alone (whose failed load then says the site has no live files), and logs no warning (-W)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("live_page", ROOT / "_ext" / "live_page.py")
+    live_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(live_page)
+    (tmp_path / "live").mkdir()
+    shutil.copyfile(ROOT / "live" / "live.js", tmp_path / "live" / "live.js")
+    app = SimpleNamespace(srcdir=str(tmp_path), outdir=str(tmp_path / "html"), builder=SimpleNamespace(format="html"))
+    warnings = []
+    live_page.logger.warning = lambda *args, **kwargs: warnings.append(args)
+    live_page.make_assets(app)
+    live_page.copy_assets(app, None)
+    assert sorted(p.name for p in (tmp_path / "html" / "_static" / "live").iterdir()) == ["live.js"]
+    assert not (tmp_path / "_build").exists() and not warnings
+    assert "has no live files" in (ROOT / "live" / "live.js").read_text()
