@@ -157,3 +157,29 @@ def test_a_grades_csv_from_before_the_library_calls_column_still_resumes(tmp_pat
 def test_a_reason_of_several_lines_is_one_csv_line():
     text = "your output is wrong\n   input:    f(3)\n   expected: 1\n   got:      2\n"
     assert csvs.one_line(text) == "your output is wrong | input:    f(3) | expected: 1 | got:      2"
+
+
+def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
+    """runner.Sequence: the recorder's own order passes; a forged message out of order or form is named."""
+    genuine = [({"cell": 1}, None), ({"cell_error": 1, "error": "E"}, ("cell", 1)), ({"cell": 3}, ("cell", 1)),
+               ({"task": "q1"}, ("cell", 3)),
+               ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, ("task", "q1")),
+               ({"task": "q2"}, ("task", "q1")),
+               ({"record": "q2", "outcomes": [], "library": ["a.b"], "tampered": ["x"]}, ("task", "q2")),
+               ({"done": True}, ("task", "q2"))]
+    sequence = runner.Sequence(["q1", "q2"])
+    for message, current in genuine:
+        assert sequence.check({"nonce": "n", **message}, current) is None, message
+    forged = [({"cell": True}, []), ({"cell": 1}, [({"cell": 2}, None)]), ({"done": True}, []),
+              ({"task": "q2"}, []), ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, []),
+              ({"task": "q1", "extra": 1}, []), ({"surprise": 1}, []), ({"cell": 1, "task": "q1"}, []),
+              ({"record": "q1", "outcomes": {}, "library": [], "tampered": []}, [({"task": "q1"}, None)]),
+              ({"record": "q1", "outcomes": [], "library": "x", "tampered": []}, [({"task": "q1"}, None)]),
+              ({"record": "q1", "outcomes": [], "library": [], "tampered": []},
+               [({"task": "q1"}, None), ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, None)]),
+              ({"cell_error": 2, "error": "E"}, [({"cell": 1}, None)])]
+    for message, before in forged:
+        sequence = runner.Sequence(["q1", "q2"])
+        for earlier, _ in before:
+            assert sequence.check({"nonce": "n", **earlier}, None) is None
+        assert sequence.check({"nonce": "n", **message}, ("cell", 1)) is not None, message

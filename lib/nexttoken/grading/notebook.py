@@ -86,8 +86,9 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
                                                       " are --memory, --total-memory or --processes too small?")
             break
         if where[0] == "cell" and where[1] not in skip:  # charge the cell, not the tasks: skip it, run again
-            skip[where[1]] = f"code cell {where[1]} {detail}" if status == "timeout" else \
-                f"code cell {where[1]} stopped the process ({status}: {detail})"
+            skip[where[1]] = (f"code cell {where[1]} {detail}" if status == "timeout" else
+                              f"code cell {where[1]}: {detail}" if stop.forged else
+                              f"code cell {where[1]} stopped the process ({status}: {detail})")
         elif where[0] == "task" and where[1] in pending:
             results[where[1]] = (status, f"{tasks[where[1]].function}: {detail}")
             pending.remove(where[1])

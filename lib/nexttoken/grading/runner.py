@@ -1,8 +1,10 @@
 """One run of the recorder (``nexttoken.grading.recorder``) in a sandbox, followed message by message.
 
-The recorder's stream is read line by line; only lines that start with this run's nonce count. The run
-stops at the first cell or task that runs past its timeout, at the end of the notebook's budget, or when
-it sends more than MAX_REPORT bytes; ``RunResult.stopped`` says where and why.
+The recorder's stream is read line by line; only lines that start with this run's nonce count, and only
+in the recorder's order and form (``Sequence``: the learner's code can find the nonce, so a message that
+breaks either stops the run, charged to the cell or task then running). The run stops at the first cell
+or task that runs past its timeout, at the end of the notebook's budget, or when it sends more than
+MAX_REPORT bytes; ``RunResult.stopped`` says where and why.
 """
 
 import json
@@ -45,6 +47,7 @@ class Stop:
     status: str  # "timeout", "crashed" or "too_much_output"
     detail: str  # in words, for the reason column
     budget: bool = False  # the notebook's whole time budget ran out (not one cell's or task's --timeout)
+    forged: bool = False  # a message the recorder did not send (Sequence): ``detail`` says it all
 
 
 @dataclass
@@ -187,9 +190,71 @@ def parse_message(line: bytes) -> dict | None:
     return message if isinstance(message, dict) else None
 
 
+FORGED = ("the grader received a message from your process that its recorder did not send in that form or at "
+          "that point (a malformed or forged record: {why}), so this was not graded")
+# The keys of each message the recorder sends, by its kind (the key that names it).
+KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
+        "record": {"record", "outcomes", "library", "tampered"}, "done": {"done"}}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _names(value) -> bool:
+    return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
+
+
+class Sequence:
+    """The recorder's messages in the only order it sends them: the notebook, its code cells in rising
+    order (each perhaps with its error), then each task in the order asked, its "task" then its "record",
+    then "done" once every task is recorded. A message the learner's code forged with the nonce (it can
+    find it in the recorder's frames) that breaks this order or the message's form is refused, and the run
+    stops there, charged to the cell or task running then: it costs that one cell or task, never the
+    submitter's other rows nor the grader (issue 43)."""
+
+    def __init__(self, tasks: list[str]):
+        self.tasks = tasks  # the first run fills it in from the notebook message
+        self.cell = 0  # the last code cell announced
+        self.index = -1  # the task announced last, as an index into tasks
+        self.recorded = False  # whether that task's record came
+
+    def check(self, message: dict, current) -> str | None:
+        """None for a message in order and in form, else what is wrong with it."""
+        kinds = [k for k in KEYS if k in message]
+        if len(kinds) != 1 or set(message) - {"nonce"} != KEYS[kinds[0]]:
+            return "not a message of the recorder's"
+        kind, value = kinds[0], message[kinds[0]]
+        if kind == "cell":
+            if not (_is_int(value) and value > self.cell and self.index < 0):
+                return f"code cell {str(value)[:20]} out of order"
+            self.cell = value
+        elif kind == "cell_error":
+            if not (current == ("cell", value) and isinstance(message["error"], str)):
+                return "an error of a cell not running"
+        elif kind == "task":
+            following = self.index + 1
+            if not ((self.index < 0 or self.recorded) and following < len(self.tasks)
+                    and value == self.tasks[following]):
+                return f"task {str(value)[:20]} out of order"
+            self.index, self.recorded = following, False
+        elif kind == "record":
+            if not (self.index >= 0 and not self.recorded and value == self.tasks[self.index]):
+                return f"a record of {str(value)[:20]} out of order"
+            if not (isinstance(message["outcomes"], list) and _names(message["library"])
+                    and _names(message["tampered"])):
+                return "a record of the wrong form"
+            self.recorded = True
+        elif kind == "done":
+            if not (value is True and self.index == len(self.tasks) - 1 and (self.recorded or not self.tasks)):
+                return "done before every task was recorded"
+        return None
+
+
 def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: int, budget_end: float,
             nonce: str) -> None:
     current, started, lines, total = None, time.monotonic(), Lines(nonce), 0
+    sequence = Sequence(tasks)
     while True:
         limit = started + (timeout if current is not None else STARTUP_S)
         wait = min(limit, budget_end) - time.monotonic()
@@ -220,17 +285,27 @@ def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: i
             message = parse_message(line)
             if message is None or message.get("nonce") != nonce:
                 continue
-            if message.get("notebook") is not None and result.notebook is None:
+            if result.notebook is None:  # the recorder's first message, sent before any learner code runs
+                if message.get("notebook") is None:
+                    result.stopped = Stop(None, "error", "the recorder did not first say what it read")
+                    return
                 result.notebook = message
                 if not tasks and message.get("chapter") in CHAPTERS:  # the first run: every task of it
                     tasks.extend(chapter(message["chapter"]).TASKS)
-            elif isinstance(message.get("cell"), int):
+                continue
+            wrong = sequence.check(message, current)
+            if wrong is not None:
+                if current is not None and current[0] == "task":  # a forged record of it is not judged
+                    result.records.pop(current[1], None)
+                result.stopped = Stop(current, "error", FORGED.format(why=wrong), forged=True)
+                return
+            if "cell" in message:
                 current, started = ("cell", message["cell"]), time.monotonic()
-            elif isinstance(message.get("cell_error"), int):
-                result.cell_errors.setdefault(message["cell_error"], str(message.get("error"))[:200])
-            elif message.get("task") in tasks:
+            elif "cell_error" in message:
+                result.cell_errors.setdefault(message["cell_error"], message["error"][:200])
+            elif "task" in message:
                 current, started = ("task", message["task"]), time.monotonic()
-            elif message.get("record") in tasks:
-                result.records.setdefault(message["record"], message)
-            elif message.get("done") is True:
+            elif "record" in message:
+                result.records[message["record"]] = message
+            else:  # done
                 return

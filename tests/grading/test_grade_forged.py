@@ -1,0 +1,107 @@
+"""Forged recorder messages (issue 43): the learner's code can find the run's nonce and the recorder's
+``send`` in the recorder's frames, and write messages the grader takes as the recorder's. A message out of
+the recorder's order or form costs the cell or task it was sent from, never the submitter's other rows
+(before, ``{"cell": true}`` made every later run crash at start, and an early ``{"done": true}`` left every
+later task unrecorded), and never a classmate's."""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_grade import HEADER, notebook
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
+                                 reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
+
+CH02 = [f"ch02.q{i}" for i in range(1, 6)]
+FORGE = ("def forge(message):\n"
+         "    import sys\n"
+         "    frame = sys._getframe(1)\n"
+         "    while frame is not None and 'send' not in frame.f_locals:\n"
+         "        frame = frame.f_back\n"
+         "    frame.f_locals['send'](message)\n"
+         "    return 0\n")
+# q2 to q5 that do not call the notebook's causal_mask (which forges): right whatever q1 does.
+OTHERS = [
+    "def mask_scores(scores):\n    T = scores.shape[-1]\n"
+    "    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf'))\n",
+    "def attention_weights(q, k):\n    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
+    "    return torch.softmax(mask_scores(scores), dim=-1)\n",
+    "def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
+    "    return torch.ones(T, T, dtype=torch.bool).tril() & attention_mask.bool()[:, None, :]\n",
+    "def changed_positions(T, j):\n    return torch.arange(T) >= j\n",
+]
+RIGHT_MASK = "    return torch.ones(T, T, dtype=torch.bool).tril()\n"
+# Sent from inside causal_mask (task q1), which then answers correctly: each must cost q1 alone.
+FROM_Q1 = {
+    "cell_true": '{"cell": True}',  # a "cell" that is a bool: it was skipped as "True", and every run crashed
+    "done_early": '{"done": True}',  # the later tasks went unrecorded
+    "record_wrong_form": '{"record": "q1", "outcomes": {"ok": 1}, "library": "x", "tampered": {"k": 1}}',
+    "record_of_another_task": '{"record": "q2", "outcomes": [["ok", 1]], "library": [], "tampered": []}',
+    "task_out_of_order": '{"task": "q5"}',  # then hangs: the time was charged to q5
+    "a_second_notebook": '{"notebook": "read", "chapter": ["ch02"], "nbformat": 4}',
+    "unknown_kind": '{"surprise": [1, 2]}',
+    "cell_error_dict": '{"cell_error": 1, "error": {"a": 1}}',
+}
+HANGS = {"task_out_of_order"}
+
+
+def attack(message: str, hang: bool) -> str:
+    return ("def causal_mask(T):\n    forge(" + message + ")\n"
+            + ("    import time\n    time.sleep(60)\n" if hang else "") + RIGHT_MASK)
+
+
+def read(path: Path) -> dict:
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    found = {}
+    for r in rows:
+        found.setdefault(r["submission"], {})[r["task"]] = r
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    d = tmp_path_factory.mktemp("forged")
+    names = ["honest.ipynb"]
+    notebook(d / "honest.ipynb", HEADER, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS)
+    for label, message in FROM_Q1.items():
+        names.append(f"{label}.ipynb")
+        notebook(d / names[-1], HEADER, FORGE, attack(message, label in HANGS), *OTHERS)
+    # From a cell (a default value is computed when the def runs): that cell is skipped, nothing else lost.
+    names.append("done_in_a_cell.ipynb")
+    notebook(d / names[-1], HEADER, FORGE, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS,
+             "def nothing(x=forge({'done': True})):\n    return x\n")
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "2",
+                           "--timeout", "20", "--", *names], cwd=d, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return read(d / "grades.csv"), names
+
+
+def test_a_forged_message_from_a_task_costs_that_task_alone(graded):
+    rows, _ = graded
+    for label in FROM_Q1:
+        mine = rows[f"{label}.ipynb"]
+        assert sorted(mine) == CH02, label  # no row lost
+        q1 = mine["ch02.q1"]
+        assert (q1["status"], q1["points"]) == ("error", "0") and "malformed or forged" in q1["reason"], (label, q1)
+        for task in CH02[1:]:
+            assert (mine[task]["status"], mine[task]["points"]) == ("passed", "1"), (label, task, mine[task])
+
+
+def test_a_forged_message_from_a_cell_costs_that_cell_alone(graded):
+    rows, _ = graded
+    mine = rows["done_in_a_cell.ipynb"]
+    assert {t: (r["status"], r["points"]) for t, r in mine.items()} == {t: ("passed", "1") for t in CH02}
+
+
+def test_the_honest_classmate_keeps_full_marks_and_every_file_has_its_rows(graded):
+    rows, names = graded
+    assert sorted(rows) == sorted(names)
+    assert {t: (r["status"], r["points"]) for t, r in rows["honest.ipynb"].items()} == \
+        {t: ("passed", "1") for t in CH02}
