@@ -283,3 +283,71 @@ def first_tokens_from_the_global_state(first_probs, next_probs, n_draws, generat
 def mean_without_zeros(token_log_probs):
     kept = token_log_probs != 0  # "0 is padding": but log 1 = 0 is a real token
     return torch.exp(-(token_log_probs * kept).sum(-1) / kept.sum(-1))
+
+
+# --- issue 42: messages that name the mistake made ---
+@mutant("q1", expect="that is not underflow")
+def log_of_the_complement(step_probs):
+    return torch.log1p(-step_probs).sum(dim=-1)  # log(1 - p): -inf for a factor of 1
+
+
+@mutant("q1", expect="that is not underflow")
+def tiny_factors_dropped(step_probs):
+    return torch.log(step_probs * (step_probs > 1e-6)).sum(dim=-1)  # "noise": but 1e-8 is a real factor
+
+
+@mutant("q1", expect="underflows to 0")
+def running_product_then_log(step_probs):
+    return torch.log(step_probs.cumprod(dim=-1)[:, -1])
+
+
+@mutant("q4", expect="NaN")
+def nan_filled_table(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
+    return torch.full((first_probs.shape[0],) * 2, float("nan"))  # draws, then reports nothing
+
+
+@mutant("q4", expect="NaN")
+def joint_as_conditional_times_first(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
+    V = first_probs.shape[0]
+    first = torch.bincount(x1, minlength=V).float() / n_draws
+    conditional = _table(x1, x2, V, n_draws) / first[:, None]  # 0 / 0 = NaN for a first token never drawn
+    return conditional * first[:, None]  # right wherever every first token was drawn: NaN slipped through
+
+
+@mutant("q4", expect="counts 9999 texts, but n_draws = 10000: an off-by-one")
+def one_draw_too_few(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws - 1, generator) if n_draws > 1 else (None, None)
+    if x1 is None:
+        return torch.zeros(first_probs.shape[0], first_probs.shape[0])
+    return _table(x1, x2, first_probs.shape[0], n_draws)
+
+
+@mutant("q4", expect="counts 9999 texts, but n_draws = 10000: an off-by-one")
+def loop_from_one(first_probs, next_probs, n_draws, generator):
+    V = first_probs.shape[0]
+    table = torch.zeros(V, V)
+    for _ in range(1, n_draws):
+        a = int(torch.multinomial(first_probs, 1, generator=generator))
+        b = int(torch.multinomial(next_probs[a], 1, generator=generator))
+        table[a, b] += 1
+    return table / (n_draws - 1) if n_draws > 1 else table
+
+
+@mutant("q4", expect="counts 10001 texts, but n_draws = 10000: an off-by-one")
+def one_draw_too_many(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws + 1, generator)
+    return _table(x1, x2, first_probs.shape[0], n_draws)
+
+
+@mutant("q4", expect="drew nothing at all for n_draws = 10000")
+def the_limit_without_drawing(first_probs, next_probs, n_draws, generator):
+    return first_probs[:, None] * next_probs  # what the frequencies approach, not a measurement of them
+
+
+@mutant("q4", expect="divided each row by its own count")
+def conditional_frequencies(first_probs, next_probs, n_draws, generator):
+    x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
+    counts = _table(x1, x2, first_probs.shape[0], 1)
+    return counts / counts.sum(dim=-1, keepdim=True)

@@ -9,7 +9,7 @@ CORRECT, correct = answers()
 
 
 # q1: causal_mask
-@mutant("q1", expect="future positions are visible")
+@mutant("q1", expect="transposed (torch.triu, not torch.tril)")
 def upper_triangle(T):
     return torch.ones(T, T, dtype=torch.bool).triu()
 
@@ -40,7 +40,7 @@ def strictly_less(T):
     return i[None, :] < i[:, None]
 
 
-@mutant("q1", expect="cannot see itself")
+@mutant("q1", expect="your mask is inverted")  # [[False]] at T = 1: not a hidden diagonal, an inverted mask
 def future_only(T):
     return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
 
@@ -70,7 +70,7 @@ def large_negative(scores):
     return scores.masked_fill(~_mask(scores.shape[-1]), -1e9)
 
 
-@mutant("q2", expect="masked the past")
+@mutant("q2", expect="the mask is inverted: you masked the past")
 def masked_the_past(scores):
     return scores.masked_fill(_mask(scores.shape[-1]), float("-inf"))
 
@@ -292,3 +292,15 @@ def softmax_without_the_shift(q, k):
     s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
     e = torch.exp(s).masked_fill(~torch.ones_like(s, dtype=torch.bool).tril(), 0.0)
     return e / e.sum(-1, keepdim=True)
+
+
+# --- issue 42: messages that name the mistake made (an inverted mask is not a hidden diagonal) ---
+@mutant("q1", expect="your mask is inverted")
+def not_of_the_lower_triangle(T):
+    return ~torch.ones(T, T, dtype=torch.bool).tril()
+
+
+@mutant("q3", expect="the mask is inverted")
+def weights_under_an_inverted_mask(q, k):
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(s.masked_fill(_mask(q.shape[-2]), float("-inf")), dim=-1)  # ~ forgotten

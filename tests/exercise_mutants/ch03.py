@@ -144,7 +144,7 @@ def one_block_counted(config):
     return _count(config, blocks=1)
 
 
-@mutant("q3", expect=None)
+@mutant("q3", expect="leaves out the qkv bias of each block")
 def attention_without_qkv_bias(config):
     return _count(config) - 3 * config.d_model * config.n_layers
 
@@ -201,7 +201,7 @@ def count_as_float(config):
     return float(V * d + config.context_length * d + config.n_layers * block + 2 * d + head)
 
 
-@mutant("q3", expect=None)
+@mutant("q3", expect="leaves out the MLP biases of each block")
 def mlp_without_biases(config):
     d, V, f = config.d_model, config.vocab_size, config.d_ff
     block = 4 * d + (d * 3 * d + 3 * d) + (d * d + d) + d * f + f * d
@@ -225,3 +225,24 @@ def count_as_numpy_int(config):
     block = 4 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
     head = 0 if config.tie_embeddings else V * d
     return numpy.int64(V * d + config.context_length * d + config.n_layers * block + 2 * d + head)
+
+
+# --- issue 42: a wrong count names the tensors it is off by ---
+@mutant("q3", expect="leaves out the LM head")
+def untied_head_forgotten(config):
+    return _count(config) - (0 if config.tie_embeddings else config.vocab_size * config.d_model)
+
+
+@mutant("q3", expect="has the position table (context_length x d_model) twice")
+def position_table_counted_twice(config):
+    return _count(config) + config.context_length * config.d_model
+
+
+@mutant("q3", expect="your count is too low")  # two kinds at once: no single one names it; the way it is off does
+def position_table_and_final_norm_missing(config):
+    return _count(config) - config.context_length * config.d_model - 2 * config.d_model
+
+
+@mutant("q3", expect="leaves out the d_model-sized bias of each block")
+def output_projection_without_bias(config):
+    return _count(config) - config.n_layers * config.d_model

@@ -383,3 +383,15 @@ def stops_on_gpt2_eos(model, input_ids, max_new_tokens):
         if (next_token == 50256).all():
             break
     return ids
+
+
+# --- issue 42: messages that name the mistake made ---
+@mutant("q1", expect="second-to-last position")
+def second_to_last_position(model, input_ids):
+    return torch.cat([input_ids, model(input_ids)[:, -2].argmax(-1)[:, None]], dim=1)
+
+
+@mutant("q1", expect="one per position")
+def argmax_at_every_position(model, input_ids):
+    next_tokens = torch.softmax(model(input_ids), dim=-1).argmax(dim=-1)  # (B, T): the last position not taken
+    return torch.cat([input_ids, next_tokens], dim=1)

@@ -27,8 +27,17 @@ def _q1_reference(step_probs):
 def _q1_diagnose(args, expected, got):
     step_probs = args[0]
     if got.shape == expected.shape and torch.isinf(got).any() and not torch.isinf(expected).any():
-        raise Mistake("you got -inf: the product of 400 small probabilities underflows to 0 in float32, and "
-                      "log(0) = -inf. Add log-probabilities instead of multiplying probabilities")
+        rows = torch.isinf(got).nonzero().flatten()
+        products = step_probs.prod(dim=-1)
+        if (products[rows] == 0).all():
+            T = step_probs.shape[-1]
+            raise Mistake(f"you got {float(got[rows[0]])}: the product of {T} small probabilities underflows to 0 "
+                          f"in float32, and log(0) = -inf. Add log-probabilities instead of multiplying "
+                          f"probabilities")
+        row = int(rows[(products[rows] != 0).nonzero()[0, 0]])
+        raise Mistake(f"you got {float(got[row])} in row {row}, whose factors' product is {float(products[row]):.3g}: "
+                      f"that is not underflow, so something you took the log of was 0 (or you divided by 0). No "
+                      f"factor is 0: take the log of each factor itself (log 1 = 0 for a factor of 1), then add")
     if got.shape == step_probs.shape:
         raise Mistake("you returned one value per step; sum over the time dimension (dim=-1) to get one "
                       "value per sequence")
@@ -192,7 +201,23 @@ def _q4_verify(args, got):
         return (f"your frequencies should be a float tensor of shape ({V}, {V}), one entry per text (x1, x2), "
                 f"but they are {describe(got)}", "")
     p = first[:, None] * table
+    if not torch.isfinite(got).all():  # NaN compares False with everything: it would slip through below
+        bad = int((~torch.isfinite(got)).sum())
+        return (f"your frequencies hold NaN or inf ({bad} of the {V * V} entries): a frequency is a count divided "
+                f"by n_draws, a number between 0 and 1 (a division by 0, or the log or mean of an empty "
+                f"selection, gives NaN)", side_by_side(p, got) if V * V <= 24 else "")
     counts = got.double() * n
+    whole = (counts - counts.round()).abs().max() <= 1e-3
+    for drawn in (n - 1, n + 1) if not (whole and round(float(counts.sum())) == n) else ():
+        for by in (n, drawn):  # an off-by-one number of texts, divided by n_draws or by that number
+            c = got.double() * by
+            if drawn > 0 and (c - c.round()).abs().max() <= 1e-3 and round(float(c.sum())) == drawn:
+                how = "range(1, n_draws) draws one fewer" if drawn < n else "a draw before the loop is one more"
+                return (f"your table counts {counted(drawn, 'text')}, but n_draws = {n}: an off-by-one in the "
+                        f"number of draws (range(n_draws) draws n_draws texts; {how})", "")
+    if whole and abs(float(counts.sum()) - n) > 1e-3:
+        return (f"your frequencies add up to {float(got.sum()):.4g}, not 1: the table should count all n_draws = "
+                f"{n} texts, each once, and divide by n_draws", "")
     if (counts - counts.round()).abs().max() > 1e-3 or (counts < -1e-6).any():
         return ("your frequencies are not counts divided by n_draws: each entry should be (how many of the "
                 "n_draws texts were (a, b)) / n_draws", side_by_side(p, got))
@@ -211,11 +236,16 @@ def _q4_verify(args, got):
 def _draws_from(args):
     """The draws must come from ``generator`` only (so that the result is reproducible): its state moves,
     and torch's global random state does not."""
-    generator = args[3]
+    n, generator = args[2], args[3]
     before, global_before = generator.get_state(), torch.random.get_rng_state()
     complaints = []
     yield complaints
-    if torch.equal(generator.get_state(), before):
+    if torch.equal(generator.get_state(), before) and torch.equal(torch.random.get_rng_state(), global_before):
+        complaints.append(f"your function drew nothing at all for n_draws = {n} (neither `generator`'s state nor "
+                          f"torch's global one moved): it must draw n_draws texts, with generator=generator"
+                          + (" (a loop over range(1, n_draws), or n_draws - 1 draws, draws none here)"
+                             if n == 1 else ""))
+    elif torch.equal(generator.get_state(), before):
         complaints.append("your function did not draw from `generator` (its state did not move): pass "
                           "generator=generator to torch.multinomial (or torch.rand)")
     elif not torch.equal(torch.random.get_rng_state(), global_before):
@@ -239,6 +269,10 @@ q4 = Task(
         Known("the two tokens were counted apart, so the table lost what links them: count the pairs "
               "(x1, x2) of each text together, not the product of each token's own frequencies",
               _outer_of_marginals),
+        Known("you divided each row by its own count: that estimates p(x2 | x1), one distribution per first "
+              "token (and 0 / 0 = NaN for a first token never drawn); the task asks for the frequencies of "
+              "whole texts, p(x1) p(x2 | x1): divide every count by n_draws",
+              lambda f, t, n, g: (lambda c: c / c.sum(-1, keepdim=True))(_joint_frequencies(f, t, n, g))),
         Known("x2 was drawn from the columns of next_probs: row a of next_probs is p(x2 | x1 = a), so draw "
               "from next_probs[x1]", lambda f, t, n, g: _joint_frequencies(f, t.T / t.T.sum(-1, keepdim=True), n, g)),
     ],

@@ -27,6 +27,16 @@ q1 = Task(
     name="q1", function="causal_mask", title="the causal mask", chapter=CHAPTER,
     cases=lambda: [(1,), (3,), (6,), (17,), (40,)],  # 17 and 40: wider than any small fixed table
     reference=lambda T: library_causal_mask(T), diagnose=_q1_diagnose,
+    # recognised on every T tried, not on the first failing one alone: at T = 1 an inverted mask is [[False]],
+    # which on its own looks like a hidden diagonal
+    known=[
+        Known("your mask is inverted: it is True for the future (j > i) and False for the past and the "
+              "diagonal, the opposite of the rule. True marks a key the query may see: j <= i (torch.tril), "
+              "not ~tril", lambda T: ~library_causal_mask(T)),
+        Known("your mask is the causal mask transposed (torch.triu, not torch.tril): it shows each query the "
+              "future (j > i) and hides its past (j < i). Keep the diagonal and the lower triangle",
+              lambda T: library_causal_mask(T).T.contiguous()),
+    ],
     hints=("Row i is a query and column j a key; which entries of the table are the query's past?",
            "The visible entries form a triangle that includes the diagonal; torch has a function that keeps "
            "one triangle of a matrix.",
@@ -79,6 +89,9 @@ q2 = Task(
                    (with_zeros(torch.randn(5, 5, generator=seeded(5))),)],
     reference=_masked, diagnose=_q2_diagnose,
     known=[
+        Known("the mask is inverted: you masked the past and the diagonal (where causal_mask(T) is True) and "
+              "kept the future. -inf goes where the mask is False: masked_fill(~causal_mask(T), float('-inf'))",
+              lambda s: s.masked_fill(library_causal_mask(s.shape[-1]), float("-inf"))),
         Known("a future score of exactly 0 was not masked: you found the future by its value (scores.triu(1) "
               "!= 0), and a score can be 0. Mask by position, with ~causal_mask(T)", _future_by_value),
         Known("a past score of exactly 0 became -inf: you found the masked entries by their value (a 0 left by "
@@ -133,6 +146,10 @@ q3 = Task(
                    (torch.randn(6, 8, generator=seeded(13)) * 12, torch.randn(6, 8, generator=seeded(14)) * 12)],
     reference=_weights, diagnose=_q3_diagnose,
     known=[
+        Known("the mask is inverted: -inf went on the past and the diagonal (where causal_mask(T) is True), so "
+              "each query attends to its future only, and the last query, which has none, gets NaN. Mask the "
+              "future, ~causal_mask(T)",
+              lambda q, k: torch.softmax(_scores(q, k).masked_fill(library_causal_mask(q.shape[-2]), float("-inf")), -1)),
         Known("scores of exactly 0 were masked: you found the future by value (a 0 left by tril); mask by position with ~causal_mask(T) before the softmax",
               lambda q, k: torch.softmax(_past_by_value(_scores(q, k)), -1)),
         Known("a future score of exactly 0 got weight: you found the future by value (!= 0); mask by position",

@@ -132,9 +132,71 @@ def _count(config, tied_twice=False, no_positions=False, no_bias=False, no_norms
             + (0 if no_norms else 2 * d) + head)
 
 
+# Every kind of parameter tensor: (what, its shape, its size, how many the model has), each a function of the
+# configuration, so that a count off by some of them is named by what it missed, on every configuration tried.
+_KINDS = [
+    ("token embedding", "vocab_size x d_model", lambda c: c.vocab_size * c.d_model, lambda c: 1),
+    ("LM head", "vocab_size x d_model, a matrix of its own when tie_embeddings=False",
+     lambda c: c.vocab_size * c.d_model, lambda c: 0 if c.tie_embeddings else 1),
+    ("position table", "context_length x d_model", lambda c: c.context_length * c.d_model, lambda c: 1),
+    ("final LayerNorm", "a weight and a bias of d_model each", lambda c: 2 * c.d_model, lambda c: 1),
+    ("LayerNorm of each block", "two per block, a weight and a bias of d_model each", lambda c: 2 * c.d_model,
+     lambda c: 2 * c.n_layers),
+    ("qkv weight of each block", "d_model x 3 d_model", lambda c: 3 * c.d_model ** 2, lambda c: c.n_layers),
+    ("qkv bias of each block", "3 d_model", lambda c: 3 * c.d_model, lambda c: c.n_layers),
+    ("attention output projection of each block", "a d_model x d_model weight and a bias of d_model",
+     lambda c: c.d_model ** 2 + c.d_model, lambda c: c.n_layers),
+    ("MLP up projection weight of each block", "d_model x d_ff", lambda c: c.d_model * c.d_ff, lambda c: c.n_layers),
+    ("MLP down projection weight of each block", "d_ff x d_model", lambda c: c.d_ff * c.d_model, lambda c: c.n_layers),
+    ("MLP biases of each block", "d_ff for the up projection, d_model for the down one",
+     lambda c: c.d_ff + c.d_model, lambda c: c.n_layers),
+    ("attention biases of each block", "3 d_model for qkv, d_model for the output projection",
+     lambda c: 4 * c.d_model, lambda c: c.n_layers),
+    ("d_model-sized bias of each block", "the attention output projection's or the MLP down projection's",
+     lambda c: c.d_model, lambda c: c.n_layers),
+]
+
+
+def _off_by(size, have, sign):
+    return lambda c: _count(c) + sign * have(c) * size(c)
+
+
+def _known_counts():
+    """A count that leaves out, or counts twice, every tensor of one kind (on every configuration tried:
+    the LM head only where it is untied, a block's tensors once per block)."""
+    known = []
+    for what, shape, size, have in _KINDS:
+        known.append(Known(f"your count leaves out the {what} ({shape}): add it", _off_by(size, have, -1)))
+        known.append(Known(f"your count has the {what} ({shape}) twice: count it once", _off_by(size, have, +1)))
+    return known
+
+
+def _q3_diagnose(args, expected, got):
+    """A wrong count that no known mistake explains on every configuration: which way it is off, and the
+    tensors it is off by on this configuration, if one kind of them accounts for it (the expected count
+    itself is not shown: this is a predict task)."""
+    (config,) = args
+    if isinstance(got, bool) or not isinstance(got, int) or got == expected:
+        return
+    diff = got - expected
+    way = "too high" if diff > 0 else "too low"
+    found = []
+    for what, shape, size, have in _KINDS:
+        k, rest = divmod(abs(diff), size(config))
+        if not rest and 1 <= k <= max(have(config), 1):
+            found.append(f"{'' if k == 1 else f'{k} x '}the size of the {what} ({shape})")
+    why = ("something is counted twice, or is not in the model" if diff > 0
+           else "a tensor the model has is missing from your sum")
+    if found:
+        alternative = f", or by {found[1]}" if len(found) > 1 else ""
+        raise Mistake(f"your count is {way} by exactly {found[0]}{alternative}: {why}")
+    raise Mistake(f"your count is {way}, and by no whole number of one kind of tensor: {why}; check each term "
+                  f"of your sum against the shapes of the model's tensors")
+
+
 q3 = Task(
     name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER, kind="predict",
-    cases=_config_cases, reference=_num_parameters,
+    cases=_config_cases, reference=_num_parameters, diagnose=_q3_diagnose,
     forbid={"Decoder(...)": "predict the count from the configuration alone, without building the model"},
     known=[
         Known("with tie_embeddings the LM head *is* the token embedding matrix: count it once",
@@ -146,6 +208,7 @@ q3 = Task(
               "final)", lambda c: _count(c, no_norms=True)),
         Known("the MLP's hidden width is config.d_ff, not always 4 * d_model", lambda c: _count(c, d_ff=4 * c.d_model)),
         Known("you counted one block; there are config.n_layers", lambda c: _count(c, blocks=1)),
+        *_known_counts(),
     ],
     hints=("List the model's weight matrices and vectors from chapter 3's diagram, then multiply out "
            "their shapes.",

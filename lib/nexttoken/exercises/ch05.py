@@ -30,13 +30,20 @@ def _q1_diagnose(args, expected, got):
         raise Mistake("you returned only the new tokens; append them to the sequence with torch.cat")
     if tuple(got.shape) == tuple(ids.shape):
         raise Mistake("the sequence did not grow: append the new token (torch.cat along dim=1)")
+    B, T = ids.shape
+    if T > 1 and tuple(got.shape) == (B, 2 * T) and torch.equal(got[:, :T].long(), ids):
+        raise Mistake(f"you appended {T} tokens per row, one per position: the argmax was taken over the logits "
+                      f"of every position, (B, T, V) -> (B, T). Take the last position's first, logits[:, -1, :] "
+                      f"(B, V), then argmax(dim=-1): one new token per row")
     if got.shape == expected.shape and not torch.equal(got[:, :-1].long(), ids):
         raise Mistake("the context changed: keep input_ids as they are and add one token at the end")
 
 
 q1 = Task(
     name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER,
-    cases=lambda: [(small_model(5), random_ids(5, 1, 4)), (small_model(10), random_ids(10, 1, 1)),
+    # case 0: the greedy tokens at positions 0, 1, 2 and 3 all differ, so that reading the wrong position shows
+    # before the T = 1 case, where logits[:, -2] raises
+    cases=lambda: [(small_model(8), random_ids(8, 1, 4)), (small_model(10), random_ids(10, 1, 1)),
                    (small_model(6), random_ids(6, 3, 7))],
     reference=_step, diagnose=_q1_diagnose,  # calling the library here is reported by the grader, not penalised
     known=[
@@ -48,6 +55,9 @@ q1 = Task(
               torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, -1].argmax().expand(ids.shape[0])))),
         Known("you used the first position's prediction; the last position predicts the next token",
               torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, 0].argmax(-1)))),
+        Known("you used the second-to-last position's prediction (logits[:, -2]): it predicts the token the "
+              "sequence already has at its end; the last position, logits[:, -1], predicts the next one",
+              torch.no_grad()(lambda m, ids: _append(ids, m(ids)[:, -2].argmax(-1)))),
         Known("the model read only the last token: run it on the whole context, model(input_ids)",
               torch.no_grad()(lambda m, ids: _append(ids, m(ids[:, -1:])[:, -1].argmax(-1)))),
         Known("you picked the least likely token (argmin); greedy takes the most likely, argmax",
