@@ -1,6 +1,6 @@
 """How many submissions a minute does the batch grader get through, and what does the sandbox cost?
 
-    .venv/bin/python bench/grade_throughput.py            # 8 copies of solutions/ch05.ipynb
+    .venv/bin/python bench/grade_throughput.py            # 8 copies of solutions/ch05.ipynb (each its own bytes)
     .venv/bin/python bench/grade_throughput.py --n 2      # a short smoke run of the same code
     .venv/bin/python bench/grade_throughput.py --class 200  # a synthetic class, at class scale
 
@@ -48,6 +48,16 @@ def grade_once(folder: Path, names: list[str], jobs: int, sandbox: bool) -> floa
     return elapsed
 
 
+def unique_copy(source: Path, target: Path, number: int) -> None:
+    """A copy of a notebook whose bytes are its own (a number in its metadata): the grader grades files
+    of the same bytes once, which would time one grading instead of N."""
+    import json
+
+    nb = json.loads(source.read_text(encoding="utf-8"))
+    nb.setdefault("metadata", {})["bench_copy"] = number
+    target.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+
+
 HOSTILE = {  # cells appended to a copy of an exercise: each costs the grader time, never a crash
     "hangs_in_a_task": "def causal_mask(T):\n    while True:\n        pass\n",
     "hangs_in_a_cell": "while True:\n    pass\n",
@@ -69,11 +79,12 @@ def synthetic_class(folder: Path, n: int) -> tuple[list[str], set[str]]:
             nb.cells.append(nbformat.v4.new_code_cell(HOSTILE[kind]))
             name = f"s{i:04d}_{kind}.ipynb"
             hostile.add(name)
+            nb.metadata["bench_copy"] = i  # its own bytes, as every copy here (unique_copy)
             nbformat.write(nb, folder / name)
         else:
             source = "exercises" if i % 4 == 3 else "solutions"
             name = f"s{i:04d}_{source}_{chapter}.ipynb"
-            shutil.copy(ROOT / source / f"{chapter}.ipynb", folder / name)
+            unique_copy(ROOT / source / f"{chapter}.ipynb", folder / name, i)
         names.append(name)
     return names, hostile
 
@@ -139,7 +150,7 @@ def main():
         names = []
         for i in range(args.n):
             name = f"copy-{i:03d}.ipynb"
-            (folder / name).write_bytes(args.notebook.read_bytes())
+            unique_copy(args.notebook, folder / name, i)
             names.append(name)
         times: dict[tuple[int, bool], list[float]] = {}
         for _ in range(args.rounds):

@@ -28,14 +28,24 @@ def positive_int(text: str) -> int:
     return value
 
 
-def progress(done: int, total: int, name: str, rows: list[dict], seconds: float) -> None:
-    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status)."""
+def progress(done: int, total: int, name: str, rows: list[dict], seconds: float, same_as: str | None = None) -> None:
+    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status);
+    a file of the same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb"."""
     points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
     if rows[0]["task"] != "-":
         score = f"{points}/{most}"
     else:  # the notebook as a whole: its status, and "0/5" where --chapter gives the assignment's points
         score = rows[0]["status"] + (f" {points}/{most}" if most else "")
-    print(f"[{done}/{total}] {shown(Path(name).name)} {score} in {seconds:.1f} s", file=sys.stderr, flush=True)
+    how = f"in {seconds:.1f} s" if same_as is None else f"the same bytes as {shown(Path(same_as).name)}: graded once"
+    print(f"[{done}/{total}] {shown(Path(name).name)} {score} {how}", file=sys.stderr, flush=True)
+
+
+def copies_of(todo: list[str], first: dict[str, str]) -> dict[str, list[str]]:
+    """Each name to grade -> the later names of the same bytes, whose rows are its rows (graded once)."""
+    found: dict[str, list[str]] = {}
+    for name in todo:
+        found.setdefault(first.get(name, name), []).append(name)
+    return {name: same[1:] for name, same in found.items()}
 
 
 def most_points(args, rows: list[dict]) -> int:
@@ -273,6 +283,7 @@ def main(argv=None):
         paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
     todo = [name for name in paths if name not in done]
     snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
+    copies = copies_of(todo, snapshots.first)  # identical files (same bytes): graded once, a row set each
     graded: dict[str, list[dict]] = {}
     slots: queue.Queue = queue.Queue()
     for slot in range(args.jobs):
@@ -309,15 +320,22 @@ def main(argv=None):
     rows, saved = save()
     try:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(grade_one, name): name for name in todo}
-            for count, future in enumerate(as_completed(futures), start=1):
+            futures = {pool.submit(grade_one, name): name for name in copies}
+            count = 0
+            for future in as_completed(futures):
                 name = futures[future]
                 try:
                     graded[name] = future.result()
                 except BaseException as exc:  # grade_one returns rows; this is a last guard
                     graded[name] = [error_row(name, exc)]
+                for same in copies[name]:  # its rows, under the other file's name
+                    graded[same] = [dict(r, submission=same) for r in graded[name]]
                 rows, saved = save()
+                count += 1
                 progress(count, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
+                for same in copies[name]:
+                    count += 1
+                    progress(count, len(todo), same, graded[same], 0.0, same_as=name)
     finally:
         snapshots.close()
         if cgroups is not None:
@@ -342,8 +360,10 @@ def main(argv=None):
         print(f"{shown(Path(r['submission']).name)[:40]:40s} {shown(r['task']):10s} "
               f"{r['points']:>3}/{r['max_points']:<2}  {shown(r['status'])}")
     if todo:
+        repeated = len(todo) - len(copies)
         print(f"graded {len(todo)} submissions in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
-              f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''})")
+              f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
+              + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
     print(f"wrote {len(rows)} rows to {shown(args.out)}"
           + (f" and {shown(args.gradebook)}" if args.gradebook else ""))
     return 0

@@ -2,6 +2,7 @@
 blocking on a FIFO or a device; each read once, at the start, into a private folder."""
 
 import errno
+import hashlib
 import os
 import stat
 import tempfile
@@ -81,19 +82,25 @@ def read_submission(path: Path, max_bytes: int) -> tuple[bytes | None, tuple[str
 
 class Snapshots:
     """Every submission read once, at the start, into a private folder (mode 0700): what is graded is what
-    was there then, whatever is renamed, swapped for a link or rewritten during the batch."""
+    was there then, whatever is renamed, swapped for a link or rewritten during the batch. Files of the
+    same bytes are noted (``first``): the grader grades them once and gives each its own rows."""
 
     def __init__(self, paths: list[Path], max_bytes: int):
         self.folder = tempfile.TemporaryDirectory(prefix="nexttoken-snapshots-")
         self.taken: dict[str, Path | tuple[str, str]] = {}
+        self.first: dict[str, str] = {}  # name -> the first name read with the same bytes (itself if none)
+        by_digest: dict[bytes, str] = {}
         for number, path in enumerate(paths):
             data, problem = read_submission(path, max_bytes)
+            name = name_text(path)
             if problem is not None:
-                self.taken[name_text(path)] = problem
+                self.taken[name] = problem
+                self.first[name] = name
                 continue
             copy = Path(self.folder.name) / f"{number}.ipynb"
             copy.write_bytes(data)
-            self.taken[name_text(path)] = copy
+            self.taken[name] = copy
+            self.first[name] = by_digest.setdefault(hashlib.sha256(data).digest(), name)
 
     def read(self, name: str) -> tuple[bytes | None, tuple[str, str] | None]:
         taken = self.taken[name]
