@@ -49,6 +49,8 @@ try:
 except OSError as e:
     out.append('dev=' + errno.errorcode[e.errno])
 print(' '.join(out), flush=True)
+import time
+time.sleep(120)  # still running when the test looks: only the kill from outside ends it
 """
 DENIED = "ptrace=EPERM vm_read=EPERM keyctl=EPERM add_key=EPERM userns=EPERM mount=EPERM dev=EROFS"
 
