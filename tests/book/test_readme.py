@@ -1,0 +1,184 @@
+"""The README is a front page that keeps its word, and the guide's pages (the book's parts "For instructors"
+and "For contributors", guide/) link to what exists.
+
+- README.md is at most 1,500 words (``len(text.split())``);
+- every Python snippet of README.md, and of the guide's pages, runs as pasted, in a fresh process of the
+  course's environment (.venv), from an empty folder; where a line prints and its comment says what it
+  prints, the output holds that text. A snippet that loads SmolLM2 takes 15 to 30 s: marked slow, as are
+  the guide's snippets (the README's own run in the fast tier, a few seconds each);
+- every command of README.md's shell blocks names a script or module that exists, and every option it
+  passes is one the script or module knows; every script README.md or the guide names exists;
+- every relative link of README.md and of the guide's pages points at a file that exists, and a guide
+  page links only to pages of the book (a link to any other file would fail the site's build);
+- every guide page is a page of _toc.yml; the text says ``python3`` (or ``.venv/bin/python``), never a
+  bare ``python``, and holds no dated figures or diary words ("this machine", "today").
+"""
+
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import ROOT, toc_pages
+
+README = ROOT / "README.md"
+GUIDE = sorted((ROOT / "guide").rglob("*.md"))
+VENV_PYTHON = ROOT / ".venv" / "bin" / "python"
+PYTHON = str(VENV_PYTHON) if VENV_PYTHON.exists() else sys.executable
+MAX_WORDS = 1500
+FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.M | re.S)
+LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+SCRIPT = re.compile(r"(?<![\w/.-])((?:scripts|bench|\.ci)/[\w/.-]*\w)")
+SLOW_SNIPPET = ("load_smollm2", "load_gpt2")
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def blocks(path: Path, language: str) -> list[str]:
+    """The fenced code blocks of one language in a Markdown file, dedented."""
+    found = []
+    for indent, lang, body in FENCE.findall(path.read_text(encoding="utf-8")):
+        if lang == language:
+            found.append("".join(line[len(indent):] for line in body.splitlines(keepends=True)))
+    return found
+
+
+def prose(text: str) -> str:
+    """The text outside fenced code blocks."""
+    return FENCE.sub("", text)
+
+
+def snippets() -> list:
+    params, seen = [], set()
+    for path in [README, *GUIDE]:
+        for k, code in enumerate(blocks(path, "python"), 1):
+            if code in seen:
+                continue  # the same snippet on two pages runs once
+            seen.add(code)
+            slow = path != README or any(name in code for name in SLOW_SNIPPET)
+            params.append(pytest.param(code, id=f"{rel(path)}-{k}", marks=[pytest.mark.slow] if slow else []))
+    return params
+
+
+def test_readme_is_a_front_page_of_at_most_1500_words():
+    words = len(README.read_text(encoding="utf-8").split())
+    assert words <= MAX_WORDS, f"README.md has {words} words, more than {MAX_WORDS}: move the detail to guide/"
+
+
+def test_the_readme_has_python_snippets_and_the_guide_more():
+    assert blocks(README, "python"), "README.md has no Python snippet: the test below would test nothing"
+    assert len(snippets()) >= 3
+
+
+@pytest.mark.parametrize("code", snippets())
+def test_python_snippet_runs_as_pasted(code, tmp_path):
+    result = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"the snippet failed:\n{code}\n{result.stderr[-3000:]}"
+    assert result.stdout.strip(), "the snippet printed nothing"
+    for line in code.splitlines():
+        match = re.match(r"\s*print\(.*\)\s*#\s*(.+)$", line)
+        if match:
+            assert match.group(1).strip() in result.stdout, f"{line!r} printed {result.stdout!r}"
+
+
+def shell_commands(path: Path) -> list[list[str]]:
+    """Each command of the file's bash blocks, as words: comments dropped, `a && b` split, a `\\` line
+    joined to the next, `sudo` and leading VAR=value assignments dropped."""
+    commands = []
+    for block in blocks(path, "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            command = []
+            for word in [*words, "&&"]:
+                if word in ("&&", "||", ";"):
+                    while command and (command[0] == "sudo" or re.match(r"^[A-Z_]+=", command[0])):
+                        command.pop(0)
+                    if command:
+                        commands.append(command)
+                    command = []
+                else:
+                    command.append(word)
+    return commands
+
+
+def module_help(python: str, module: str) -> str:
+    result = subprocess.run([python, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, f"python3 -m {module} --help failed:\n{result.stderr[-2000:]}"
+    return result.stdout
+
+
+def test_readme_commands_exist_with_their_options():
+    commands = shell_commands(README)
+    assert len(commands) >= 5, commands
+    checked = []
+    for command in commands:
+        program, args = command[0], command[1:]
+        if program == "bash":
+            script = ROOT / args[0]
+            assert script.is_file(), f"{' '.join(command)}: no {args[0]}"
+            text = script.read_text()
+            for option in [a for a in args[1:] if a.startswith("--")]:
+                assert option in text, f"{' '.join(command)}: {args[0]} does not handle {option}"
+        elif program in (".venv/bin/python", "python3") and args[0] == "-m":
+            module = args[1]
+            assert importlib.util.find_spec(module) is not None, f"{' '.join(command)}: no module {module}"
+            options = [a.split("=")[0] for a in args[2:] if a.startswith("--") and a != "--"]
+            if options:
+                known = module_help(PYTHON, module)
+                missing = [o for o in options if not re.search(rf"{re.escape(o)}\b", known)]
+                assert not missing, f"{' '.join(command)}: {module} has no option {missing}"
+        elif program == ".venv/bin/python":
+            assert (ROOT / args[0]).is_file(), f"{' '.join(command)}: no {args[0]}"
+        else:
+            pytest.fail(f"README.md runs {program!r}, which this test does not know how to check: {command}")
+        checked.append(program)
+    assert "bash" in checked and ".venv/bin/python" in checked
+
+
+@pytest.mark.parametrize("path", [README, *GUIDE], ids=rel)
+def test_named_scripts_and_modules_exist(path):
+    text = path.read_text(encoding="utf-8")
+    missing = [name for name in SCRIPT.findall(text) if "*" not in name and not (ROOT / name).exists()]
+    assert not missing, f"{rel(path)} names files that do not exist: {missing}"
+    for module in set(re.findall(r"python3? -m ([\w.]+)", text)):
+        assert importlib.util.find_spec(module) is not None, f"{rel(path)}: no module {module}"
+
+
+def test_the_guide_is_in_the_book():
+    pages = set(toc_pages())
+    assert GUIDE, "no guide pages"
+    missing = [rel(p) for p in GUIDE if rel(p).removesuffix(".md") not in pages]
+    assert not missing, f"guide pages missing from _toc.yml (the site would not show them): {missing}"
+
+
+@pytest.mark.parametrize("path", [README, *GUIDE], ids=rel)
+def test_relative_links_point_at_files_that_exist(path):
+    problems = []
+    for image, text, target in LINK.findall(prose(path.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        file = (path.parent / target.split("#")[0]).resolve()
+        if not file.exists():
+            problems.append(f"{target} ({text!r}) is not a file of the repository")
+        elif path != README:
+            if file.suffix not in (".md", ".ipynb") or file.relative_to(ROOT).with_suffix("").as_posix() \
+                    not in toc_pages():
+                problems.append(f"{target} ({text!r}) is not a page of the book, so the site cannot link it")
+            if "#" in target:
+                problems.append(f"{target}: the book has no heading anchors; link the page")
+    assert not problems, f"{rel(path)}:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("path", [README, *GUIDE], ids=rel)
+def test_python3_and_no_diary(path):
+    text = path.read_text(encoding="utf-8")
+    bare = [m.group(0) for m in re.finditer(r"(?<![\w/.-])python(?= )", text)]
+    assert not bare, f"{rel(path)} says `python`, which many systems lack: say python3 or .venv/bin/python"
+    diary = re.findall(r"\b20\d\d-\d\d-\d\d\b|\bthis machine\b|\btoday\b|\bon these machines\b", text, re.I)
+    assert not diary, f"{rel(path)} reads as a diary: {diary}"
