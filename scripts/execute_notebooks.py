@@ -4,6 +4,8 @@
 
 Each notebook runs in a fresh kernel in its own folder. Fails if a cell writes to stderr (warnings,
 progress bars) or raises, unless the cell is tagged ``raises-exception``; prints each notebook's time.
+The notebook's kernelspec is stored as the installed ``python3`` kernel names itself, so JupyterLab, which
+rewrites it when the kernel starts, does not mark a notebook as modified on opening it.
 """
 
 import argparse
@@ -16,8 +18,17 @@ import nbformat
 from nbclient import NotebookClient
 
 
+def kernelspec() -> dict:
+    """The installed python3 kernel's kernelspec metadata, as JupyterLab writes it into a notebook."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    return {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+
+
 def execute(path: Path, timeout: int) -> list[str]:
     nb = nbformat.read(path, as_version=4)
+    nb.metadata["kernelspec"] = kernelspec()
     start = time.time()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()

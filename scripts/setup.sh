@@ -21,6 +21,11 @@ fi
 mkdir -p .venv/etc/ipython
 cmp -s scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py \
   || cp scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py
+# JupyterLab's settings for the course (scripts/jupyterlab_overrides.json): no pop-up asking to fetch Jupyter's
+# news, no check for updates (both would make requests to the web). JupyterLab reads overrides.json from here.
+mkdir -p .venv/share/jupyter/lab/settings
+cmp -s scripts/jupyterlab_overrides.json .venv/share/jupyter/lab/settings/overrides.json \
+  || cp scripts/jupyterlab_overrides.json .venv/share/jupyter/lab/settings/overrides.json
 # The live page's JavaScript (live_loop.md): onnxruntime-web, js-tiktoken and esbuild, pinned by
 # package-lock.json; npm ci installs exactly the lock into node_modules/, again only when it changed.
 # Without npm the rest still works; only the book's build (which needs these files) then stops and says so.
