@@ -37,6 +37,6 @@ if command -v npm >/dev/null; then
     echo "$want_js" > node_modules/.installed
   fi
 else
-  echo "note: npm is missing, so the website's live page cannot be built: install Node 20 and npm" \
-       "(Debian: apt-get install nodejs npm), then rerun this script" >&2
+  echo "note: npm is missing, so the website is built without the live page's files: install Node 20 and" \
+       "npm (Debian's own nodejs is 18: NodeSource's packages or nvm give 20), then rerun this script" >&2
 fi
