@@ -439,6 +439,23 @@ def grading() -> bool:
 
 
 KINDS = ("write", "predict", "debug", "empirical", "open")
+PREDICT_TRIES = 3  # failed checks of a predict task that say how the guess is off without showing the answer
+
+
+def unrevealed(expected, got) -> str:
+    """The evidence of a wrong prediction without the right answer: what was predicted, and which way a
+    number is off or how many entries of a tensor are wrong (not which ones: that would be the answer)."""
+    if isinstance(expected, (int, float)) and not isinstance(got, bool) and isinstance(got, numbers.Real):
+        return f"got:      {got}, which is too {'high' if got > expected else 'low'}"
+    if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        wrong = int((got.double() != expected.double()).sum())
+        shown = show(got) if got.numel() <= SMALL else f"a {got.dtype} tensor of shape {tuple(got.shape)}"
+        if wrong == 0:  # the values are right, their type is not (the summary says which)
+            return f"got:      {shown}"
+        if got.numel() == 1:
+            return f"got:      {shown}, with its only entry wrong"
+        return f"got:      {shown}, with {wrong} of its {got.numel()} entries wrong"
+    return f"got:      {describe(got)}"
 
 
 @dataclass
@@ -470,6 +487,8 @@ class Task:
     verify: Callable | None = None
     _failing: int | None = field(default=None, repr=False)
     _failing_args: tuple | None = field(default=None, repr=False)
+    _tries: int = field(default=0, repr=False)  # failed checks so far (a predict task reveals after PREDICT_TRIES)
+    _revealing: bool = field(default=False, repr=False)  # set by check() once the tries are used up
     _named: Callable | None = field(default=None, repr=False)
 
     def __post_init__(self):
@@ -594,12 +613,19 @@ class Task:
             message = self._known_mistake(tried)
         elif "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
             message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
+        hide = self.kind == "predict" and expected is not None and not self._revealing
+        if hide:  # a prediction: say how it is off, not what the right one is (nor its shape, which is part of it)
+            summary = summary.split(": expected (")[0]
+            evidence = unrevealed(expected, value)
         lines = [message or summary]
         if held_out_name is not None:
             return "\n".join(lines + [f"   input:    {hidden_input(held_out_name)}"])
         lines.append(f"   input:    {self.call_text(args)}")
         if evidence:
             lines.append(f"   {evidence}")
+        if hide:
+            lines.append(f"   (the expected answer is not shown: {self.name}.check shows it after {PREDICT_TRIES} "
+                         f"failed tries; {self.name}.hint() gives a nudge)")
         lines.append(f"   reproduce: args = {self.name}.failing_input(); {self.function}(*args)")
         return "\n".join(lines)
 
@@ -692,17 +718,26 @@ class Task:
         if not callable(fn):
             print(f"❌ {self.name}: pass your function itself, e.g. {self.name}.check({self.function})")
             return
-        with one_thread():
-            cases = self.cases()
-            outcomes = self._run_on(fn, cases)
-            status, reason, self._failing = self.judge(outcomes, cases)
-            self._failing_args = None
-            if status != "passed" and self._failing is not None and self._failing >= len(cases) - self._n_generated():
-                reason = self._shrunk(fn, self._tried(cases, outcomes)) or reason
+        self._revealing = self._tries >= PREDICT_TRIES
+        try:
+            with one_thread():
+                cases = self.cases()
+                outcomes = self._run_on(fn, cases)
+                status, reason, self._failing = self.judge(outcomes, cases)
+                self._failing_args = None
+                if status != "passed" and self._failing is not None and self._failing >= len(cases) - self._n_generated():
+                    reason = self._shrunk(fn, self._tried(cases, outcomes)) or reason
+        finally:
+            self._revealing = False
         if status == "passed":
             print(f"✅ {self.name} ({self.title}): correct, {reason}.")
-        else:
-            print(f"❌ {self.name} ({self.title}): {reason}")
+            return
+        if status != "not_implemented":
+            self._tries += 1
+        if self.kind == "predict" and status == "failed" and self._tries <= PREDICT_TRIES:
+            reason += f"\n   try {self._tries} of {PREDICT_TRIES}" + (
+                " (the next failed check shows the expected answer)" if self._tries == PREDICT_TRIES else "")
+        print(f"❌ {self.name} ({self.title}): {reason}")
 
     def _n_generated(self) -> int:
         return len(self.generated.params()) if self.generated is not None else 0
