@@ -1,10 +1,13 @@
-"""Write the autograder.zip Gradescope takes: setup.sh, run_autograder and the nexttoken wheel.
+"""Write the autograder.zip Gradescope takes: setup.sh, run_autograder, the assignment's chapter and the
+nexttoken wheel.
 
-    .venv/bin/python scripts/make_gradescope_autograder.py [--out autograder.zip]
+    .venv/bin/python scripts/make_gradescope_autograder.py --chapter 5 [--out autograder.zip]
 
-setup.sh installs the course's CPU torch pin and the wheel (with its ``grade`` extra); run_autograder
-grades the submission's notebooks with ``python -m nexttoken.grade --no-sandbox`` (the container holds
-that submission only) and writes Gradescope's results.json. Both are in scripts/gradescope/.
+setup.sh installs the course's CPU torch pin and the wheel (with its ``grade`` extra) and deletes the
+solutions file from the installed package; run_autograder grades the submission's notebooks for the
+chapter the zip names (``chapter``: a notebook of another chapter gets 0), in bubblewrap's sandbox where
+the container allows it, ends every process the submission started, and writes Gradescope's results.json
+last. Both are in scripts/gradescope/.
 """
 
 import argparse
@@ -14,6 +17,8 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from nexttoken.grading.assignment import chapter_arg
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "scripts" / "gradescope"
@@ -37,17 +42,20 @@ def build_wheel(folder: Path) -> Path:
 def main(argv=None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
+    parser.add_argument("--chapter", type=chapter_arg, required=True,
+                        help="the assignment's chapter (5 or ch05): run_autograder grades it alone")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         wheel = build_wheel(Path(tmp))
         setup = (TEMPLATES / "setup.sh").read_text().replace("TORCH_VERSION", torch_pin())
         with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, text in (("setup.sh", setup), ("run_autograder", (TEMPLATES / "run_autograder").read_text())):
+            for name, text in (("setup.sh", setup), ("run_autograder", (TEMPLATES / "run_autograder").read_text()),
+                               ("chapter", f"{args.chapter}\n")):
                 info = zipfile.ZipInfo(name)
                 info.external_attr = 0o755 << 16  # executable, as Gradescope runs them
                 z.writestr(info, text)
             z.write(wheel, wheel.name)  # at the zip's root: Gradescope unpacks it into /autograder/source
-    print(f"wrote {args.out}: setup.sh (torch=={torch_pin()}), run_autograder, {wheel.name}")
+    print(f"wrote {args.out}: setup.sh (torch=={torch_pin()}), run_autograder, chapter ({args.chapter}), {wheel.name}")
     return args.out
 
 

@@ -241,21 +241,22 @@ def test_shards_merged_equal_one_run(tmp_path):
 
 @pytest.mark.slow
 def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
-    """The zip holds what Gradescope runs; its run_autograder, pointed at a folder of our own, grades a
-    submitted solution notebook into results.json (with --no-sandbox, as in Gradescope's container)."""
+    """The zip holds what Gradescope runs and the assignment's chapter; its run_autograder, pointed at a
+    folder of our own, grades a submitted solution notebook into results.json (in bubblewrap's sandbox
+    where it can start, as here; tests/grading/test_grade_gradescope.py attacks it)."""
     import zipfile
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    subprocess.run([sys.executable, "scripts/make_gradescope_autograder.py", "--out", str(tmp_path / "ag.zip")],
-                   cwd=root, check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "scripts/make_gradescope_autograder.py", "--chapter", "2", "--out",
+                    str(tmp_path / "ag.zip")], cwd=root, check=True, capture_output=True, timeout=300)
     with zipfile.ZipFile(tmp_path / "ag.zip") as z:
         names = z.namelist()
-        assert names[:2] == ["setup.sh", "run_autograder"] and names[2].endswith(".whl")
+        assert names[:3] == ["setup.sh", "run_autograder", "chapter"] and names[3].endswith(".whl")
         assert all(z.getinfo(n).external_attr >> 16 & 0o111 for n in names[:2])  # executable
-        assert "torch==2.13.0" in z.read("setup.sh").decode()
+        assert "torch==2.13.0" in z.read("setup.sh").decode() and z.read("chapter") == b"ch02\n"
         z.extractall(tmp_path / "source")
-    with zipfile.ZipFile(tmp_path / "source" / names[2]) as wheel:
+    with zipfile.ZipFile(tmp_path / "source" / names[3]) as wheel:
         files = wheel.namelist()
     for needed in ("nexttoken/grading/recorder.py", "nexttoken/exercises/ch02.py", "nexttoken/assets/gpt2.tiktoken"):
         assert needed in files, needed

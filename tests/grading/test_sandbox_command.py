@@ -273,3 +273,64 @@ def test_vsock_and_io_uring_are_denied_in_the_sandbox(monkeypatch):
     assert "uring=ok" in unfiltered and "inet=ok" in unfiltered, unfiltered
     assert run(True) == ("vsock=EPERM vsock_high=EPERM vsock_pair=EPERM uring=EPERM uring_enter=EPERM "
                          "uring_register=EPERM inet=ok")  # an ordinary socket (of its empty network) still opens
+
+
+# --- without bubblewrap (--no-sandbox as root, Gradescope's fallback): a user id of its own -----------------
+
+@needs_root_and_bwrap
+def test_every_process_of_a_sandbox_user_is_killed_however_detached():
+    """kill_user ends a sandbox uid's processes, a setsid daemon and its orphaned child included."""
+    uid = sandbox.allocate_uids(1)[0]
+    script = "import os, subprocess, time\nsubprocess.Popen(['sleep', '300'], start_new_session=True)\n" \
+             "if os.fork() == 0:\n    os.setsid()\n    time.sleep(300)\n"
+    subprocess.run(sandbox.drop_to(uid) + ["/usr/bin/python3", "-c", script], timeout=60, check=True)
+    deadline = time.monotonic() + 10
+    while len(sandbox.processes_of(uid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(sandbox.processes_of(uid)) == 2  # both outlived the process that started them
+    sandbox.kill_user(uid)
+    deadline = time.monotonic() + 10
+    while sandbox.processes_of(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sandbox.processes_of(uid) == set()
+    with pytest.raises(ValueError):
+        sandbox.kill_user(0)  # never root's, nor any id below the sandbox range
+
+
+def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tmp_path):
+    """--no-sandbox as root: the recorder starts through setpriv as the slot's uid, with its process
+    limit, in a scratch folder that uid owns; after the run every process of that uid is killed."""
+    from nexttoken.grading import runner
+
+    started, chowned, killed = [], [], []
+
+    class Done(Exception):
+        pass
+
+    def popen(cmd, **kwargs):
+        started.append(cmd)
+        raise Done
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(runner.os, "chown", lambda path, uid, gid: chowned.append((str(path), uid)))
+    monkeypatch.setattr(sandbox, "kill_user", killed.append)
+    settings = runner.Settings(use_sandbox=False, uids=[61007])
+    with pytest.raises(Done):
+        runner.run_once(b"{}", None, [], set(), settings, 0, time.monotonic() + 60)
+    [cmd] = started
+    assert cmd[cmd.index("--") + 1:][:2] == [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid=61007"]
+    assert "--no-new-privs" in cmd and any(a.startswith("--nproc=") for a in cmd)
+    assert {uid for _, uid in chowned} == {61007} and any(p.endswith("submission.ipynb") for p, _ in chowned)
+    settings = runner.Settings(use_sandbox=False, uids=[None])  # not root: as before, no setpriv
+    with pytest.raises(Done):
+        runner.run_once(b"{}", None, [], set(), settings, 0, time.monotonic() + 60)
+    assert "--reuid=61007" not in " ".join(started[-1]) and not any(a.startswith("--nproc=") for a in started[-1])
+
+    class Ended:
+        pid = 2 ** 22 + 12345  # above pid_max: no such process group
+
+        def wait(self, timeout=None):
+            return 0
+
+    runner._kill(Ended(), None, 61007)
+    assert killed == [61007]

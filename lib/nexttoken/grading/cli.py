@@ -206,7 +206,9 @@ def parse_args(argv):
     p.add_argument("--shard", type=shard, help="K/N: grade only the K-th of N slices of the submissions (sorted "
                    "by name, every N-th from the K-th); 'python -m nexttoken.grade merge' joins the CSVs")
     p.add_argument("--no-sandbox", action="store_true",
-                   help="run submissions without bubblewrap: ONLY for trusted submissions")
+                   help="run submissions without bubblewrap: ONLY for trusted submissions, or a container that "
+                        "holds one submission (as root, its code still runs as a user id of its own, and every "
+                        "process of that id is killed after each run)")
     p.add_argument("--allow-no-cgroup", action="store_true",
                    help="grade even where no cgroup can be had (per-process limits only; see the warning)")
     args = p.parse_args(argv)
@@ -228,12 +230,16 @@ def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] |
         print(f"limits per sandbox: {cgroups.describe()}, {limits.total_memory_mb} MB, "
               f"{limits.processes} processes", file=sys.stderr)
         cgroups.sweep()  # groups a killed grader left behind
-    if args.no_sandbox:
-        return cgroups, [None] * args.jobs
-    try:
+    try:  # as root, even --no-sandbox runs each job's code as a user id of its own (None each if not root)
         uids = sandbox.allocate_uids(args.jobs)
     except sandbox.SandboxError as exc:
         return str(exc)
+    if args.no_sandbox:
+        if uids[0] is not None and not sandbox.can_run_as(uids[0], limits):
+            print(f"WARNING: --no-sandbox as root: user id {uids[0]} cannot start {shown(sys.executable)} (is it "
+                  "under a folder only root can open?), so submissions run as root", file=sys.stderr)
+            return cgroups, [None] * args.jobs
+        return cgroups, uids
     problem = sandbox.check_bwrap(limits, cgroups, uids[0])
     return problem if problem is not None else (cgroups, uids)
 

@@ -59,11 +59,14 @@ class RunResult:
     out_of_memory: bool = False  # the kernel's OOM killer acted in this run's cgroup
 
 
-def _kill(proc: subprocess.Popen, group: sandbox.Group | None) -> None:
+def _kill(proc: subprocess.Popen, group: sandbox.Group | None, uid: int | None = None) -> None:
     """End the sandbox from outside: every process in its cgroup (a learner cannot opt out of that), else
-    its first process, and with it (PID namespace) everything it started."""
+    its first process, and with it (PID namespace) everything it started; and every process of its user
+    id, which is all a run without bubblewrap (--no-sandbox as root) leaves to find them by."""
     if group is not None:
         group.kill()
+    if uid is not None:
+        sandbox.kill_user(uid)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -84,13 +87,19 @@ def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: li
         cmd = launch + sandbox.bwrap_command(argv(f"{sandbox.SCRATCH}/submission.ipynb"), settings.limits,
                                              keep[-2], settings.uids[slot], keep[-1])
         env, cwd, scratch = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
-    else:  # trusted submissions only: a plain process with limits, in a scratch folder
+    else:  # no bubblewrap: a plain process with limits, in a scratch folder
         scratch = tempfile.TemporaryDirectory(prefix="nexttoken-grade-")
         path = Path(scratch.name) / "submission.ipynb"
         path.write_bytes(notebook)
         for sub in ("home", "tmp"):
             (Path(scratch.name) / sub).mkdir()
-        cmd = launch + sandbox.prlimit_args(settings.limits, processes=False) + argv(str(path))
+        uid = settings.uids[slot]
+        if uid is None:  # trusted submissions only: it runs as the grader's user
+            cmd = launch + sandbox.prlimit_args(settings.limits, processes=False) + argv(str(path))
+        else:  # the grader is root (a container of one submission): the code runs as a user id of its own
+            for made in (Path(scratch.name), path, Path(scratch.name) / "home", Path(scratch.name) / "tmp"):
+                os.chown(made, uid, uid)
+            cmd = launch + sandbox.drop_to(uid) + sandbox.prlimit_args(settings.limits) + argv(str(path))
         env, cwd = sandbox.minimal_env(f"{scratch.name}/home", f"{scratch.name}/tmp"), scratch.name
     try:
         proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
@@ -140,7 +149,7 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
     try:
         _follow(proc, read_end, result, list(tasks), settings.timeout, budget_end, nonce)
     finally:
-        _kill(proc, group)
+        _kill(proc, group, None if settings.use_sandbox else settings.uids[slot])
         os.close(read_end)
         if group is not None:
             result.out_of_memory = group.oom_killed()

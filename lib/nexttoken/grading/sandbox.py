@@ -2,7 +2,7 @@
 
 Isolation comes from bubblewrap (``bwrap``, Debian/Ubuntu package ``bubblewrap``), never from the grader's
 good behaviour: the sandboxed process sees the system, the Python installation and the ``nexttoken``
-package read-only; its own notebook copy in a private ``/submission``; a private ``/tmp`` and ``HOME``
+package read-only (its solutions file hidden: ``withheld_files``); its own notebook copy in a private ``/submission``; a private ``/tmp`` and ``HOME``
 (small tmpfs that vanish with it); no network; its own PID namespace (it cannot see the grader, other
 submissions or their processes), and it dies with the grader. When the sandbox's first process exits, the
 kernel kills everything else in its PID namespace, so nothing it started outlives it.
@@ -363,6 +363,58 @@ def _has_account(uid: int) -> bool:
     return False
 
 
+def processes_of(uid: int) -> set[int]:
+    """The processes whose real or effective user id is ``uid``."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("Uid:"):
+                    if uid in {int(u) for u in line.split()[1:3]}:
+                        found.add(int(pid))
+                    break
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def kill_user(uid: int) -> None:
+    """Kill every process of a sandbox user id, until none is left (a fork bomb is bounded by its
+    RLIMIT_NPROC): how a run without bubblewrap's PID namespace, or a cgroup, ends all it started."""
+    if not isinstance(uid, int) or uid < FIRST_UID:
+        raise ValueError(f"not a sandbox user id: {uid!r}")
+    for _ in range(500):
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+
+
+def drop_to(uid: int) -> list[str]:
+    """The argv prefix (setpriv) that runs a command as the unprivileged ``uid``, with no groups and no
+    capabilities; the grader is root."""
+    return [shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+
+
+def can_run_as(uid: int, limits: Limits) -> bool:
+    """Whether the unprivileged ``uid`` can start this Python and import the recorder (without bubblewrap,
+    which binds them in: the interpreter may live where only root can reach it, e.g. under /root), started
+    exactly as a run without bubblewrap starts it."""
+    try:
+        done = subprocess.run(drop_to(uid) + prlimit_args(limits)
+                              + [sys.executable, "-c", "import nexttoken.grading.recorder"],
+                              env=minimal_env("/tmp", "/tmp"), cwd="/", capture_output=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def allocate_uids(n: int) -> list[int | None]:
     """n user ids for sandboxes, as root: free on the host (no account or group, no process) and locked
     for this grader's lifetime. Not root: None each (bwrap maps the caller into a user namespace)."""
@@ -444,6 +496,15 @@ def _python_roots() -> list[str]:
     return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
 
 
+def withheld_files() -> list[str]:
+    """Files of the package no submission may read, which the sandbox hides (an empty /dev/null bound over
+    each): the solution notebooks' code (exercises/solutions.json), which grading never needs."""
+    import nexttoken
+
+    found = Path(nexttoken.__file__).resolve().parent / "exercises" / "solutions.json"
+    return [str(found)] if found.is_file() else []
+
+
 def _system_binds() -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
@@ -503,6 +564,8 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | 
     made: set = {"/tmp", "/home"}
     for root in _python_roots():
         cmd += _mkdirs(root, made) + ["--ro-bind", root, root]
+    for secret in withheld_files():  # the package's solutions: an empty device in their place
+        cmd += ["--ro-bind", "/dev/null", secret]
     cmd += ["--chdir", SCRATCH, "--hostname", "sandbox",
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
@@ -514,9 +577,7 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | 
         if uid is None:
             raise ValueError("uid: a sandbox user id is needed when the grader is root (allocate_uids)")
         # bwrap as root (no user namespace), then drop to an unprivileged uid with no capabilities.
-        cmd += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--",
-                shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
-                "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+        cmd += ["--cap-add", "CAP_SETUID,CAP_SETGID", "--", *drop_to(uid)]
         cmd += prlimit_args(limits)
     else:
         cmd += ["--unshare-user", "--disable-userns", "--"] + prlimit_args(limits)
