@@ -1275,3 +1275,52 @@ def test_live_page_fits_a_phone(browser, site, server):
         assert info["scroll_width"] <= info["width"], (when, info)
         assert not info["wider"], (when, info)
         assert info["controls"] >= 15 and not info["hidden_controls"] and not info["off_screen_controls"], (when, info)
+
+
+PHONE_WIDTH = 390  # the issue's phone, in CSS pixels
+
+ON_A_PHONE = """
+const W = window.innerWidth;
+const out = e => e.getBoundingClientRect().right > W + 0.5 || e.getBoundingClientRect().left < -0.5;
+const maths = Array.from(document.querySelectorAll('article mjx-container'));
+const svgs = Array.from(document.querySelectorAll('article img')).filter(i => i.src.endsWith('.svg'))
+    .map(i => ({src: i.src.split('/').pop(), width: i.getBoundingClientRect().width}));
+return {width: W, scroll_width: document.scrollingElement.scrollWidth, maths: maths.length,
+        maths_out: maths.filter(out).map(m => m.textContent.slice(0, 40)), svgs};
+"""
+
+
+def _smallest_svg_text(name: str) -> float:
+    """The smallest font size in an SVG of _static, in view-box units per view-box width (as a fraction)."""
+    svg = (ROOT / "_static" / name).read_text()
+    width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
+    return min(float(s) for s in re.findall(r"font-size: ?([\d.]+)px", svg)) / width
+
+
+@pytest.mark.browser
+def test_phone_maths_stays_in_the_column_and_figure_text_is_readable(browser, site, server):
+    """At 390 CSS px, as a phone shows the pages: no formula of any chapter, the intro or the notation page
+    reaches past the screen's edge (a wide one scrolls in its own box), the page does not scroll sideways,
+    and the smallest text of every SVG figure is drawn at least 10 px tall."""
+    base, _ = server
+    pages = [p for p in PAGES if p.startswith("chapters/")] + ["intro", "notation"]
+    seen = {}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE_WIDTH, "height": 844, "deviceScaleFactor": 2, "mobile": True})
+    try:
+        for page in pages:
+            browser.get(urllib.parse.urljoin(base, f"{page}.html"))
+            browser.execute_async_script(WAIT_FOR_PAGE)
+            seen[page] = browser.execute_script(ON_A_PHONE)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    assert sum(info["maths"] for info in seen.values()) > 50  # the pages' maths was typeset
+    figures = 0
+    for page, info in seen.items():
+        assert info["width"] == PHONE_WIDTH and info["scroll_width"] <= PHONE_WIDTH, (page, info)
+        assert not info["maths_out"], f"{page}: formulas past the screen's edge: {info['maths_out']}"
+        for svg in info["svgs"]:
+            figures += 1
+            smallest = svg["width"] * _smallest_svg_text(svg["src"])
+            assert smallest >= 10, f"{page}: {svg['src']}'s smallest text is {smallest:.1f} px tall"
+    assert figures >= 2  # the loop figure, in the intro and in chapter 5
