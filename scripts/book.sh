@@ -5,4 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/jupyter-book build . -n -W --keep-going "$@"
+# The Colab and GitHub buttons need the repository's real address (scripts/set_repository.py sets it).
+.venv/bin/python - <<'PY'
+import sys, yaml
+sys.path.insert(0, "scripts")
+from set_repository import PLACEHOLDER
+if yaml.safe_load(open("_config.yml"))["repository"]["url"] == PLACEHOLDER:
+    print(f"note: repository.url in _config.yml is still the placeholder {PLACEHOLDER}, so the site has no "
+          "Colab or GitHub buttons: set the real address with .venv/bin/python scripts/set_repository.py "
+          "https://github.com/OWNER/REPO")
+PY
 echo "built: serve it with  python3 -m http.server -d _build/html  and open http://localhost:8000"
