@@ -50,12 +50,12 @@ def main(argv=None) -> Path:
         setup = (TEMPLATES / "setup.sh").read_text().replace("TORCH_VERSION", torch_pin())
         with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED) as z:
             for name, text in (("setup.sh", setup), ("run_autograder", (TEMPLATES / "run_autograder").read_text()),
-                               ("chapter", f"{args.chapter}\n")):
+                               ("chapter", f"{args.chapter}\n"), ("reap.py", (TEMPLATES / "reap.py").read_text())):
                 info = zipfile.ZipInfo(name)
                 info.external_attr = 0o755 << 16  # executable, as Gradescope runs them
                 z.writestr(info, text)
             z.write(wheel, wheel.name)  # at the zip's root: Gradescope unpacks it into /autograder/source
-    print(f"wrote {args.out}: setup.sh (torch=={torch_pin()}), run_autograder, chapter ({args.chapter}), {wheel.name}")
+    print(f"wrote {args.out}: setup.sh (torch=={torch_pin()}), run_autograder, chapter ({args.chapter}), reap.py, {wheel.name}")
     return args.out
 
 

@@ -252,11 +252,11 @@ def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
                     str(tmp_path / "ag.zip")], cwd=root, check=True, capture_output=True, timeout=300)
     with zipfile.ZipFile(tmp_path / "ag.zip") as z:
         names = z.namelist()
-        assert names[:3] == ["setup.sh", "run_autograder", "chapter"] and names[3].endswith(".whl")
+        assert names[:4] == ["setup.sh", "run_autograder", "chapter", "reap.py"] and names[4].endswith(".whl")
         assert all(z.getinfo(n).external_attr >> 16 & 0o111 for n in names[:2])  # executable
         assert "torch==2.13.0" in z.read("setup.sh").decode() and z.read("chapter") == b"ch02\n"
         z.extractall(tmp_path / "source")
-    with zipfile.ZipFile(tmp_path / "source" / names[3]) as wheel:
+    with zipfile.ZipFile(tmp_path / "source" / names[4]) as wheel:
         files = wheel.namelist()
     for needed in ("nexttoken/grading/recorder.py", "nexttoken/exercises/ch02.py", "nexttoken/assets/gpt2.tiktoken"):
         assert needed in files, needed

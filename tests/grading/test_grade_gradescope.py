@@ -116,3 +116,17 @@ def test_an_autograder_without_its_chapter_refuses(autograder, tmp_path):
     (source / "chapter").unlink()
     results, log = run(source / "run_autograder", tmp_path / "gs", ("mine.ipynb", ROOT / "solutions" / "ch02.ipynb"))
     assert results["score"] == 0 and "--chapter" in results["output"] and log.endswith("exit 1")
+
+
+def test_the_subreaper_ends_a_detached_daemon_with_no_cgroup_or_namespace_to_help():
+    """reap.py alone (what run_autograder runs the grader under): a command that leaves a daemon in a
+    session of its own, its parent gone (so it would be init's), exits; reap.py returns its status only
+    once the daemon is dead. Here no cgroup or PID namespace ends it: the subreaper does."""
+    script = (f"import os, subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
+              f"{MARK!r}], start_new_session=True)\nif os.fork() == 0:\n    os.setsid()\n"
+              f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(300)', {MARK!r}])\n"
+              "sys.exit(3)\n")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gradescope" / "reap.py"), sys.executable, "-c",
+                           script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 3, done.stderr  # the command's own status
+    assert survivors() == []
