@@ -622,7 +622,8 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
             return (f"bubblewrap cannot create its namespaces here (an unprivileged container?):\n{why}\n"
                     "Where the container itself holds one submission only (Gradescope, GitHub Classroom),\n"
                     "--no-sandbox grades it without bubblewrap: the container is then the only wall, so it\n"
-                    "must hold nothing but that one submission (README: Grading a class).")
+                    "must hold nothing but that one submission (the course's page 'Gradescope and other\n"
+                    "containers', guide/instructors/gradescope.md).")
         return (f"bubblewrap is installed but a sandbox with these limits could not start Python and torch "
                 f"(see --memory, --total-memory, --processes):\n{why}")
     return None
