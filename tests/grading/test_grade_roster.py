@@ -234,3 +234,9 @@ def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
     assert json.loads((tmp_path / "gs" / "b2" / "results.json").read_text())["score"] == 5
     assert "**5 of 5 points.**" in (tmp_path / "fb" / "b2.md").read_text()
     assert "2 no_roster_entry" in done.stderr
+
+
+def test_the_consoles_counts_take_their_nouns_number():
+    from nexttoken.grading.cli import counted
+
+    assert [counted(k, "submission") for k in (0, 1, 2)] == ["0 submissions", "1 submission", "2 submissions"]

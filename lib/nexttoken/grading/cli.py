@@ -28,6 +28,11 @@ def positive_int(text: str) -> int:
     return value
 
 
+def counted(k: int, noun: str) -> str:
+    """'1 row', '2 rows': the noun takes the count's number (the console's counts are often 1)."""
+    return f"{k} {noun if k == 1 else noun + 's'}"
+
+
 def progress(done: int, total: int, name: str, rows: list[dict], seconds: float, same_as: str | None = None) -> None:
     """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status);
     a file of the same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb"."""
@@ -79,7 +84,7 @@ def report_roster(args, rows: list[dict], roster: exports.Roster) -> None:
     write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
     counts = Counter(p["problem"] for p in found)
     said = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
-    print(f"roster: {len(roster.students)} students, {len(exports.per_submission(rows))} files; problems: {said}"
+    print(f"roster: {counted(len(roster.students), 'student')}, {counted(len(exports.per_submission(rows)), 'file')}; problems: {said}"
           f" (all in {shown(problems_path(args.out))})", file=sys.stderr)
     for p in found[:20]:  # e.g. "duplicate_submission: a1 Alice: alice_v2.ipynb: not counted"
         who = f"{p['student_id']} {p['name']}".strip()
@@ -119,7 +124,8 @@ def merge(argv) -> int:
     write_exports(args, rows, roster)
     if roster is not None:
         report_roster(args, rows, roster)
-    print(f"merged {len(args.parts)} CSVs: {len(owner)} submissions, {len(rows)} rows, into {shown(args.out)}")
+    print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, {counted(len(rows), 'row')}, "
+          f"into {shown(args.out)}")
     return 0
 
 
@@ -367,9 +373,9 @@ def main(argv=None):
               f"{r['points']:>3}/{r['max_points']:<2}  {shown(r['status'])}")
     if todo:
         repeated = len(todo) - len(copies)
-        print(f"graded {len(todo)} submissions in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
+        print(f"graded {counted(len(todo), 'submission')} in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
               f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
               + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
-    print(f"wrote {len(rows)} rows to {shown(args.out)}"
+    print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
           + (f" and {shown(args.gradebook)}" if args.gradebook else ""))
     return 0
