@@ -130,6 +130,27 @@ def smollm2_tokenizer(path=None):
         warnings.filterwarnings("ignore", message="IProgress not found")
         try:
             from transformers import AutoTokenizer
+            from transformers.utils import logging as hf_logging
         except ImportError as exc:  # pragma: no cover - transformers is in requirements.txt
             raise ImportError("smollm2_tokenizer needs the transformers package: pip install transformers") from exc
-        return AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        add_bos, eos_id = _tokenizer_facts(path)
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # 4.x logs its "legacy behaviour" notice, which it says a GGUF may ignore
+        try:
+            tok = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name, add_bos_token=add_bos)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+    # transformers 4.x reads neither the file's add_bos_token (it prepended <|im_start|>) nor its EOS (it
+    # took <|im_start|>, id 1): both set from the file, so every version gives the same ids and EOS.
+    if tok.eos_token_id != eos_id:
+        tok.eos_token = tok.convert_ids_to_tokens(eos_id)
+    return tok
+
+
+def _tokenizer_facts(path) -> tuple[bool, int]:
+    """(add_bos_token, eos_token_id) as the GGUF file's tokenizer metadata says."""
+    _, reader = _reader(path)
+    fields = reader.fields
+    add_bos = fields.get("tokenizer.ggml.add_bos_token")
+    return (bool(add_bos.contents()) if add_bos is not None else False,
+            int(fields["tokenizer.ggml.eos_token_id"].contents()))
