@@ -938,7 +938,7 @@ def test_live_page_from_a_file_says_how_to_serve_it(browser, site):
 
     browser.get((site / f"{LIVE_PAGE}.html").as_uri())
     warning = browser.find_element(By.ID, "live-file-warning")
-    assert warning.is_displayed() and "python -m http.server -d _build/html" in warning.text
+    assert warning.is_displayed() and "python3 -m http.server -d _build/html" in warning.text
     assert all(not browser.find_element(By.ID, b).is_enabled()
                for b in ("live-load", "live-step", "live-run", "live-reset"))
 
