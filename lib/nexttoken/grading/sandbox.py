@@ -192,16 +192,7 @@ class Group:
                 _write(self.dirs[0] / "cgroup.kill", 1)
             except OSError:
                 pass
-        for _ in range(500):  # a fork bomb is bounded by pids.max: a few rounds at most
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.01)
+        kill_all(self.pids)  # a fork bomb is bounded by pids.max: a few rounds at most
 
     def oom_killed(self) -> bool:
         """Whether the kernel's OOM killer ended a process of this group (it ran out of its memory)."""
@@ -383,8 +374,14 @@ def kill_user(uid: int) -> None:
     RLIMIT_NPROC): how a run without bubblewrap's PID namespace, or a cgroup, ends all it started."""
     if not isinstance(uid, int) or uid < FIRST_UID:
         raise ValueError(f"not a sandbox user id: {uid!r}")
+    kill_all(lambda: processes_of(uid))
+
+
+def kill_all(list_pids) -> None:
+    """SIGKILL every process ``list_pids()`` names, again and again until it names none (processes can
+    fork while being killed; a fork bomb's limit bounds the rounds)."""
     for _ in range(500):
-        pids = processes_of(uid)
+        pids = list_pids()
         if not pids:
             return
         for pid in pids:
