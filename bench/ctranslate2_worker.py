@@ -4,8 +4,8 @@
 
 Converts the transformers GPT-2 saved in HF_MODEL_DIR (the benchmark's random weights, so the same
 model) to CTranslate2 float32, then answers requests, one JSON line each on stdin:
-{"prompt": [ids], "new_tokens": n} -> {"seconds": s, "tokens": [n new ids]}, timing only the
-generation. A process of its own because torch and CTranslate2 each bring an OpenMP runtime, and
+{"prompt": [ids], "new_tokens": n} -> {"seconds": s, "tokens": [n new ids], "stamps": [n times]}, timing
+only the generation (stamps: each new token's time, perf_counter's, from the per-token callback). A process of its own because torch and CTranslate2 each bring an OpenMP runtime, and
 two in one process can disturb each other's timing (and the torch contenders').
 """
 
@@ -53,15 +53,17 @@ def main():
         for line in sys.stdin:
             request = json.loads(line)
             prompt = [strings[i] for i in request["prompt"]]
+            stamps = []  # each new token's time, from its per-token callback (the steady step's)
             start = time.perf_counter()
             # Greedy (top-1), never stopping early (no end token): n new tokens, as the other contenders.
             result = generator.generate_batch([prompt], max_length=request["new_tokens"], sampling_topk=1,
-                                              end_token=[], include_prompt_in_result=False)
+                                              end_token=[], include_prompt_in_result=False,
+                                              callback=lambda step: stamps.append(time.perf_counter()) and False)
             seconds = time.perf_counter() - start
             # CTranslate2's OpenMP threads keep spinning for a while after its last parallel loop: reply
             # only once they have gone to sleep, or they steal the cores from whatever runs next.
             time.sleep(REST_SECONDS)
-            print(json.dumps({"seconds": seconds, "tokens": result[0].sequences_ids[0]}), flush=True)
+            print(json.dumps({"seconds": seconds, "tokens": result[0].sequences_ids[0], "stamps": stamps}), flush=True)
 
 
 if __name__ == "__main__":

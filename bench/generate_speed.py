@@ -51,6 +51,16 @@ grouped-query attention; float32 from its GGUF file, ``nexttoken.load_smollm2``)
 a time"; transformers loads the same file itself (its own GGUF reader), and CTranslate2 converts that
 model. The fast path runs the model's own blocks, so it runs both models.
 
+Two figures per contender, from the same generations: the whole generation's tokens/s (prompt included,
+as a user waits for it), and the *steady step*: the median time between two new tokens over the second
+half of the generation (tokens 65 to 128 of 128), taken from the contender's own per-token hook (the
+lesson's ``on_token``, which the fast path keeps since it runs the lesson's ``generate``; transformers'
+``streamer``; CTranslate2's ``callback``; llama.cpp's token iterator), never from a copy of a loop. Bound
+(c) models one such step, so its share is (c)'s time over the steady step's. The probes of every round are
+printed too, so that a run in the machine's fast state (it has two speeds, minutes apart) shows as such.
+``--core`` keeps only the contenders the targets name (the cached loop as the reference, the fast path,
+the compiled ones asked for, transformers' ``generate``, CTranslate2, llama.cpp).
+
 All of it is timed round after round (each contender once per round, each bandwidth probe too, as the
 best of three calls), so a slow minute on a shared machine slows every contender alike. The load
 average is printed per round, and a round whose cached loop took over 1.3x its median is flagged as
@@ -92,27 +102,76 @@ def seconds(fn, device) -> tuple[float, object]:
     return time.perf_counter() - start, result
 
 
-def interleaved_rounds(fns: dict, repeats: int, device) -> tuple[dict, dict, list]:
-    """Each function's seconds per round and last result, and the load average before each round.
+class Clock:
+    """Per-token timestamps of one generation, taken by the contender's own per-token hook (the lesson's
+    ``on_token``, transformers' ``streamer``; a worker takes its own): the steady step is measured inside
+    the same run that gives the whole generation's time, without a copy of any loop."""
 
-    A function may time itself (the CTranslate2 worker reports its own generation time): it then
-    returns (seconds, result) and sets ``fn.self_timed = True``.
+    def __init__(self):
+        self.stamps = []
+
+    def tick(self, *_):
+        self.stamps.append(time.perf_counter())
+
+    def take(self) -> list[float]:
+        stamps, self.stamps = self.stamps, []
+        return stamps
+
+
+class StampingStreamer(transformers.generation.streamers.BaseStreamer):
+    """transformers' streamer hook: ``put`` is called with the prompt, then with each new token."""
+
+    def __init__(self, clock: Clock):
+        self.clock, self.prompt_seen = clock, False
+
+    def put(self, value):
+        if self.prompt_seen:
+            self.clock.tick()
+        self.prompt_seen = True
+
+    def end(self):
+        self.prompt_seen = False
+
+
+def steady_step(stamps: list[float]) -> float | None:
+    """The median time between consecutive new tokens over the second half of a generation: for 128 new
+    tokens, tokens 65 to 128 (64 steps), far from the prompt's pass and the first steps' allocations; what
+    bound (c), one step's products, is compared with. None where a contender stamped too few tokens."""
+    if len(stamps) < 4:
+        return None
+    steps = [b - a for a, b in zip(stamps, stamps[1:])]  # steps[i]: token i + 2's step
+    return statistics.median(steps[len(stamps) // 2 - 1:])
+
+
+def interleaved_rounds(fns: dict, repeats: int, device, clock: Clock | None = None) -> tuple[dict, dict, dict, list]:
+    """Each function's seconds per round, its steady step per round (``steady_step`` of the per-token
+    stamps, None for a probe), its last result, and the load average before each round.
+
+    A function may time itself (a worker reports its own generation time and stamps): it then returns
+    (seconds, result) or (seconds, result, stamps) and sets ``fn.self_timed = True``. The others stamp
+    their tokens on ``clock``.
     Interleaving matters on a shared machine: a slow minute slows every contender alike, instead of
     whichever happened to be running then.
     """
     times = {name: [] for name in fns}
+    steps = {name: [] for name in fns}
     results, loads = {}, []
     for _ in range(repeats):
         loads.append(os.getloadavg()[0])
         for name, fn in fns.items():
+            if clock is not None:
+                clock.take()
             elapsed, result = seconds(fn, device)
+            stamps = clock.take() if clock is not None else []
             if getattr(fn, "self_timed", False):
-                elapsed, result = result
+                elapsed, result, *own = result
+                stamps = own[0] if own else stamps
             times[name].append(elapsed)
+            steps[name].append(steady_step(stamps))
             results[name] = result
         print(f"round {len(loads)}/{repeats} done", file=sys.stderr, flush=True)  # progress
     loads.append(os.getloadavg()[0])
-    return times, results, loads
+    return times, steps, results, loads
 
 
 def best_of_three(fn, device):
@@ -220,13 +279,15 @@ class Worker:
                              "(its error, if any, is above; --no-ctranslate2 or --no-llama-cpp leaves it out)")
         return json.loads(line)
 
-    def generate(self, prompt: torch.Tensor, new_tokens: int) -> tuple[float, torch.Tensor]:
-        """(seconds spent generating, as timed in the worker; prompt + new tokens (1, P + n))."""
+    def generate(self, prompt: torch.Tensor, new_tokens: int) -> tuple[float, torch.Tensor, list[float]]:
+        """(seconds spent generating, as timed in the worker; prompt + new tokens (1, P + n); the time of
+        each new token from the generation's start, as the worker stamped them)."""
         time.sleep(0.5)  # as the worker does after its run: let torch's OpenMP threads stop spinning first
         self.process.stdin.write(json.dumps({"prompt": prompt[0].tolist(), "new_tokens": new_tokens}) + "\n")
         self.process.stdin.flush()
         reply = self.reply(f"died generating {new_tokens} tokens")
-        return reply["seconds"], torch.cat([prompt.cpu(), torch.tensor([reply["tokens"]])], dim=1)
+        return (reply["seconds"], torch.cat([prompt.cpu(), torch.tensor([reply["tokens"]])], dim=1),
+                reply.get("stamps", []))
 
     def close(self):
         self.process.stdin.close()
@@ -310,6 +371,9 @@ def main():
     parser.add_argument("--fixed-shapes", action="store_true",
                         help="add the fast path with fixed_shapes=True (and compiled, with --compile: CUDA graphs "
                              "on a GPU); on a CPU its steps read the whole window")
+    parser.add_argument("--core", action="store_true",
+                        help="only the contenders the targets name: the cached loop (the reference), the fast path "
+                             "(and --compile's, --autotune's), transformers generate, CTranslate2, llama.cpp")
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
     parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out even if installed")
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2",
@@ -328,33 +392,37 @@ def main():
     model, hf, prompt, label = load_models(args, device, dtype)
     n = args.new_tokens
 
-    runs = {
-        "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False),
-        PLAIN: lambda k: nexttoken.generate(model, prompt, k, use_cache=True),
-    }
+    clock = Clock()  # every in-process contender stamps each new token on it (its steady step)
+    tick = clock.tick
+    runs = {} if args.core else {
+        "nexttoken, no cache": lambda k: nexttoken.generate(model, prompt, k, use_cache=False, on_token=tick)}
+    runs[PLAIN] = lambda k: nexttoken.generate(model, prompt, k, use_cache=True, on_token=tick)
     # The fast path runs the model's own blocks, so it runs both models.
     laid_out = nexttoken.fast.lay_out_for_cpu(copy.deepcopy(model))  # the same weights, (in, out) where wider
     fast = nexttoken.fast.prepare(model)
     fast_torch = nexttoken.fast.prepare(model, onednn=False)
     fast_laid_out = nexttoken.fast.prepare(laid_out, onednn=False)
-    runs.update({
-        "  same, lay_out_for_cpu": lambda k: nexttoken.generate(laid_out, prompt, k, use_cache=True),
-        "fast path (prepare)": lambda k: fast.generate(prompt, k),
-        "  same, onednn=False": lambda k: fast_torch.generate(prompt, k),
-        "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k),
-    })
-    if nexttoken.fast.can_use_onednn(model):  # the default times both kernels and keeps the faster
+    runs["fast path (prepare)"] = lambda k: fast.generate(prompt, k, on_token=tick)
+    if not args.core:
+        runs.update({
+            "  same, lay_out_for_cpu": lambda k: nexttoken.generate(laid_out, prompt, k, use_cache=True, on_token=tick),
+            "  same, onednn=False": lambda k: fast_torch.generate(prompt, k, on_token=tick),
+            "  same, onednn=False, laid out": lambda k: fast_laid_out.generate(prompt, k, on_token=tick),
+        })
+    if nexttoken.fast.can_use_onednn(model) and not args.core:  # the default times both kernels, keeps the faster
         fast_onednn = nexttoken.fast.prepare(model, onednn=True)
-        runs["  same, onednn=True"] = lambda k: fast_onednn.generate(prompt, k)
+        runs["  same, onednn=True"] = lambda k: fast_onednn.generate(prompt, k, on_token=tick)
     def hf_generate(k, model=hf, **extra):
         return model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=k, do_sample=False,
-                              use_cache=True, pad_token_id=0, eos_token_id=None, **extra)
+                              use_cache=True, pad_token_id=0, eos_token_id=None, streamer=StampingStreamer(clock),
+                              **extra)
 
     runs["transformers generate"] = hf_generate
-    runs["  same, static cache"] = lambda k: hf_generate(k, cache_implementation="static")
+    if not args.core:
+        runs["  same, static cache"] = lambda k: hf_generate(k, cache_implementation="static")
     if args.compile:
         compiled = nexttoken.fast.prepare(model, compile=True)
-        runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k)
+        runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k, on_token=tick)
         # transformers' recipe: a static cache and the forward compiled with CUDA graphs ("reduce-overhead";
         # on a CPU the mode compiles without graphs). A copy, so that the other rows keep the eager model.
         hf_compiled = copy.deepcopy(hf)
@@ -363,13 +431,13 @@ def main():
             k, model=hf_compiled, cache_implementation="static")
     if args.autotune:  # the compiler times its own C++ matrix kernels against the libraries', per matrix
         autotuned = nexttoken.fast.prepare(model, compile="max-autotune")
-        runs["fast path, max-autotune"] = lambda k: autotuned.generate(prompt, k)
+        runs["fast path, max-autotune"] = lambda k: autotuned.generate(prompt, k, on_token=tick)
     if args.fixed_shapes:
         fixed = nexttoken.fast.prepare(model, fixed_shapes=True)
-        runs["fast path, fixed shapes"] = lambda k: fixed.generate(prompt, k)
+        runs["fast path, fixed shapes"] = lambda k: fixed.generate(prompt, k, on_token=tick)
         if args.compile:  # gpt-fast's recipe: the step compiled once, mode="reduce-overhead" (CUDA graphs)
             fixed_compiled = nexttoken.fast.prepare(model, compile=True, fixed_shapes=True)
-            runs["  same, torch.compile"] = lambda k: fixed_compiled.generate(prompt, k)
+            runs["  same, torch.compile"] = lambda k: fixed_compiled.generate(prompt, k, on_token=tick)
     workers, skipped = {}, {}  # contender name -> Worker; engine -> why it has no row
     workdir = tempfile.TemporaryDirectory()
     if args.no_ctranslate2:
@@ -434,13 +502,15 @@ def main():
         for name in workers:
             timed[name].self_timed = True
         timed.update({name: best_of_three(fn, device) for name, fn in probes.items()})
-        times, results, loads = interleaved_rounds(timed, args.repeats, device)
+        times, steps, results, loads = interleaved_rounds(timed, args.repeats, device, clock)
     for worker in workers.values():
         worker.close()
     workdir.cleanup()
 
     for probe in probes:
         results.pop(probe)
+        steps.pop(probe)
+    per_round = {name: list(ts) for name, ts in times.items()}  # for the per-round lines below
     copy_bandwidth = copy_bytes / statistics.median(times.pop("copy"))
     # The fastest kernel and layout (by median): the most a matrix-vector product read here
     products_seconds = statistics.median(times.pop("step's products"))
@@ -453,6 +523,8 @@ def main():
     n_linear = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
     speed = {name: [n / t for t in ts] for name, ts in times.items()}
     median = {name: statistics.median(s) for name, s in speed.items()}
+    # the steady step: per round the median step of the second half, then the median over rounds
+    step = {name: statistics.median(ss) if None not in ss else None for name, ss in steps.items()}
     quantized = [name for name in results if name.startswith("llama.cpp")]  # not required to agree
     verdicts = {name: first_difference(results[PLAIN], out) for name, out in results.items()
                 if name not in quantized}
@@ -463,11 +535,17 @@ def main():
     print(f"device: {device} ({torch.get_num_threads()} threads), torch {torch.__version__}")
     print(f"model: {label}, {model.num_parameters() / 1e6:.1f}M parameters, {args.dtype}, batch 1, "
           f"prompt {prompt.shape[1]}, {n} new tokens, {args.repeats} interleaved rounds")
-    print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of (b)':>7s} {'of (c)':>7s}  tokens vs {PLAIN}")
+    print(f"whole generation: tok/s over the {n} new tokens (prompt included), median (min-max) of the rounds; "
+          f"steady step: median time between tokens {n // 2 + 1} to {n} of the same generations (per round, then "
+          f"the median over rounds), its share of (c): (c)'s time / the step's")
+    print(f"{'contender':32s} {'tok/s median (min-max)':>26s} {'of (b)':>7s} {'of (c)':>7s} {'step ms':>8s} "
+          f"{'step, of (c)':>12s}  tokens vs {PLAIN}")
     for name, s in speed.items():
         spread = f"{median[name]:.2f} ({min(s):.2f}-{max(s):.2f})"
-        print(f"  {name:30s} {spread:>26s} {median[name] / mv_bound:7.0%} {median[name] / products_bound:7.0%}  "
-              f"{verdicts[name]}")
+        steady = (f"{step[name] * 1e3:8.2f} {products_seconds / step[name]:12.0%}" if step[name]
+                  else f"{'-':>8s} {'-':>12s}")
+        print(f"  {name:30s} {spread:>26s} {median[name] / mv_bound:7.0%} {median[name] / products_bound:7.0%} "
+              f"{steady}  {verdicts[name]}")
     for engine, why in skipped.items():
         print(f"  {engine:30s} skipped: {why}")
     same = all(v == "same" for name, v in verdicts.items() if name not in quantized)
@@ -492,13 +570,18 @@ def main():
         print(f"bound (c), max-autotune: the same products compiled with compile=\"max-autotune\"'s settings "
               f"(kernels chosen per matrix): {1e3 / autotuned_bound:.1f} ms, {autotuned_bound:.2f} tokens/s; "
               f"fast path, max-autotune at {median['fast path, max-autotune'] / autotuned_bound:.0%} of it")
+        autotuned_step = step["fast path, max-autotune"]
+        print(f"steady step, fast path, max-autotune: {autotuned_step * 1e3:.2f} ms, its own (c) "
+              f"{1e3 / autotuned_bound:.2f} ms: at {1 / autotuned_bound / autotuned_step:.0%} of it; "
+              f"{(autotuned_step - 1 / autotuned_bound) * 1e3:.2f} ms a step beside its products")
     if gguf_path is not None:
         file_bytes = gguf_weight_bytes(gguf_path)
         file_bound = mv_bandwidth / file_bytes
         print(f"llama.cpp's own bound: the GGUF file's {file_bytes / 1e6:.1f} MB of tensors per token (Q4_1) at "
               f"(b)'s {mv_bandwidth / 1e9:.1f} GB/s: {file_bound:.2f} tokens/s; "
               + ", ".join(f"{name} at {median[name] / file_bound:.0%} of it" for name in quantized))
-    print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
+    if "nexttoken, no cache" in median:
+        print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")
     ct2 = [name for name in median if name.startswith("CTranslate2") or "CT2_USE_MKL" in name]
     fastest_ct2 = max(ct2, key=median.get, default=None)  # the ratios below are against its faster backend
@@ -517,6 +600,17 @@ def main():
         state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
         print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "
               f"{state}")
+    # Per round, so that a round in the machine's fast (or slow) state is visible as such
+    print("per round, probe (b) (the fastest matrix-vector read, GB/s): " + " ".join(
+        f"{max(mv_bytes / ts[i] for name, ts in per_round.items() if name.startswith('mv')) / 1e9:.1f}"
+        for i in range(args.repeats)))
+    print("per round, probe (c) (ms): " + " ".join(f"{t * 1e3:.2f}" for t in per_round["step's products"]))
+    if autotuned_products is not None:
+        print("per round, probe (c), max-autotune (ms): " + " ".join(f"{t * 1e3:.2f}" for t in autotuned_products))
+    for name in ["fast path (prepare)", "fast path, max-autotune"] + ct2:
+        if name in steps and None not in steps[name]:
+            print(f"per round, {name.strip()}: steady step (ms) " + " ".join(f"{t * 1e3:.2f}" for t in steps[name])
+                  + "; whole generation (tok/s) " + " ".join(f"{x:.2f}" for x in speed[name]))
     reference = times[PLAIN]
     usual = statistics.median(reference)
     disturbed = [i + 1 for i, t in enumerate(reference) if t > DISTURBED * usual]

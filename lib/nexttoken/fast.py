@@ -15,7 +15,10 @@ can you (see the appendix on CPU weight layout):
 
 import copy
 import functools
+import hashlib
 import math
+import os
+import platform
 import time
 import types
 import warnings
@@ -245,6 +248,8 @@ class Prepared:
         # C++ matrix kernels (on weights it packs once, frozen into the graph) against the libraries';
         # the one-token step's attention is written out for the compiler to fuse (one_query_attention).
         self.autotuned = compile == "max-autotune"
+        if self.autotuned:
+            use_autotune_cache_dir()
         self.graph_model = with_step_attention(frozen_twin(model)) if self.autotuned else self.runner
         # max-autotune: the compiler's settings, entered around each compiled call (the first compiles with them)
         self.inductor_settings = None
@@ -289,6 +294,40 @@ class Prepared:
                           "the fast path runs eagerly (same tokens, without the compiler's gain)", stacklevel=2)
             self.compiled = False
             return run_layers(self.runner, *args)
+
+
+def autotune_cache_dir() -> str:
+    """Where ``compile="max-autotune"`` keeps what the compiler can reuse in a later run: under the user's
+    cache directory (``$XDG_CACHE_HOME``, else ``~/.cache``), one folder per torch version and CPU (its
+    model name and instruction-set flags, hashed), since a kernel timed faster on one CPU may not be on another
+    and inductor's own key for a CPU machine names neither.
+
+    What is reused: each matrix's autotuning timings (inductor's local autotune cache) and the compiled
+    C++ kernels (its code cache), so a second run skips the benchmarking of every product's kernels (on
+    the GPT-2 shape, 9 of them, about 40 s of 170). What is not: the compiled graph itself. Inductor's graph
+    cache refuses a frozen graph that holds oneDNN-packed weights ("mkldnn tensors unpickleable", observed
+    with torch 2.13), and the autotuned graph holds them wherever ATen's ``_linear_pointwise`` is chosen
+    (the prompt's products, here): tracing, lowering and code generation are paid again in every process."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith(("model name", "flags")):
+                    cpu += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    key = hashlib.sha256(cpu.encode()).hexdigest()[:12]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "nexttoken", "inductor", f"torch-{torch.__version__}-cpu-{key}")
+
+
+def use_autotune_cache_dir() -> None:
+    """Point inductor's cache at ``autotune_cache_dir()``, unless ``TORCHINDUCTOR_CACHE_DIR`` is already set
+    (then that place is kept: set it yourself to choose another). Inductor reads the variable each time it
+    looks up its cache, so this applies to the compiles that follow in this process."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", autotune_cache_dir())
 
 
 def frozen_twin(model: Decoder) -> Decoder:

@@ -1,6 +1,7 @@
 """The benchmarks still run (their --tiny mode): speed is reported there, never asserted here."""
 
 import importlib.util
+import os
 import re
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     onednn = ["same, onednn=True"] * HAS_ONEDNN
     for name in CONTENDERS + onednn + ["CTranslate2", "same, CT2_USE_MKL=0 (oneDNN)"] * HAS_CTRANSLATE2:
         # a row: the name, a median with its (min-max), fractions of bounds (b) and (c), the token verdict
-        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M), name
+        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M), name
     if not HAS_CTRANSLATE2:
         assert re.search(r"CTranslate2 float32 +skipped: not installed", out)
     assert re.search(r"llama.cpp Q4_1 +skipped: --model smollm2 only", out)  # the GGUF file is SmolLM2's
@@ -55,6 +56,60 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     if HAS_CTRANSLATE2:  # the ratios are against its faster backend of the two
         assert re.search(r"^CTranslate2's faster backend here: (CTranslate2 [\d.]+ float32|same, CT2_USE_MKL=0)", out, re.M)
     assert "disturbed rounds" in out
+    # the probes of every round, so that a run in the machine's fast state shows as such
+    assert re.search(r"^per round, probe \(b\) .*GB/s\): [\d.]+$", out, re.M)
+    assert re.search(r"^per round, probe \(c\) \(ms\): [\d.]+$", out, re.M)
+    assert re.search(r"^per round, fast path \(prepare\): steady step \(ms\) [\d.]+; whole generation", out, re.M)
+
+
+@pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
+def test_generate_speed_core_keeps_the_contenders_the_targets_name():
+    out = run_bench("generate_speed.py", *TINY, "--core", "--no-ctranslate2")
+    for name in ["nexttoken, KV cache", "fast path (prepare)", "transformers generate"]:
+        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M)
+    for name in ["no cache", "onednn=False", "static cache", "lay_out_for_cpu"]:
+        assert name not in out
+    assert "same tokens from all of them: True" in out
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench
+
+
+def test_the_steady_step_is_the_median_step_of_the_second_half():
+    bench = load_bench()
+    # 8 tokens: the first after a slow prompt pass, then steps of 1, 1, 1 and 2, 2, 2, 5 (the second half)
+    stamps = [10.0, 11.0, 12.0, 13.0, 15.0, 17.0, 19.0, 24.0]
+    assert bench.steady_step(stamps) == 2.0  # steps of tokens 5 to 8
+    stamps = [float(t) for t in range(128)]  # 128 tokens, 1 s apart but token 64's step (outside the half)
+    stamps[63:] = [t + 100 for t in stamps[63:]]
+    assert bench.steady_step(stamps) == 1.0
+    assert bench.steady_step([1.0]) is None
+
+
+def test_each_contender_stamps_its_own_tokens():
+    """The steady step comes from each contender's own per-token hook: the lesson's on_token, the fast
+    path's (the lesson's generate), transformers' streamer: one stamp per new token."""
+    bench = load_bench()
+    torch.manual_seed(0)
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    hf = GPT2LMHeadModel(GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64, n_positions=32,
+                                    bos_token_id=None, eos_token_id=None)).eval()
+    model = nexttoken.from_hf_gpt2(hf)
+    prompt = torch.tensor([[1, 2, 3]])
+    clock = bench.Clock()
+    nexttoken.generate(model, prompt, 6, on_token=clock.tick)
+    assert len(clock.take()) == 6
+    nexttoken.fast.prepare(model).generate(prompt, 5, on_token=clock.tick)
+    assert len(clock.take()) == 5
+    hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=7, do_sample=False,
+                pad_token_id=0, eos_token_id=None, streamer=bench.StampingStreamer(clock))
+    stamps = clock.take()
+    assert len(stamps) == 7 and stamps == sorted(stamps)
 
 
 @pytest.mark.slow  # 5-12 s: runs the benchmark in a subprocess
@@ -81,7 +136,7 @@ def test_generate_speed_runs_in_bfloat16_and_counts_agreeing_tokens():
 def test_generate_speed_runs_the_fixed_shape_fast_path():
     """--fixed-shapes (what a GPU run with CUDA graphs uses), eagerly here: its row, the same tokens."""
     out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--fixed-shapes")
-    assert re.search(r"fast path, fixed shapes .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M)
+    assert re.search(r"fast path, fixed shapes .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M)
     assert "same tokens from all of them: True" in out
 
 
@@ -89,7 +144,7 @@ def test_generate_speed_runs_the_fixed_shape_fast_path():
 def test_generate_speed_runs_the_autotuned_fast_path():
     """--autotune: compile="max-autotune" (the compiler times its kernels per matrix): its row, same tokens."""
     out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--autotune")
-    assert re.search(r"fast path, max-autotune .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M)
+    assert re.search(r"fast path, max-autotune .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M)
     assert re.search(r"^bound \(c\), max-autotune: .* [\d.]+ ms, [\d.]+ tokens/s; fast path, max-autotune at \d+% of it$",
                      out, re.M)
     assert "same tokens from all of them: True" in out
@@ -131,10 +186,10 @@ def test_generate_speed_runs_on_smollm2():
     assert "model: SmolLM2-135M-Instruct" in out
     assert re.search(r"^same tokens from all of them( \(llama.cpp aside\))?: True$", out, re.M)
     for name in ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "transformers generate"]:
-        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  same$", out, re.M), name
+        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M), name
     assert re.search(r"^bound \(c\), the step's matrix-vector products alone \(151 linear layers", out, re.M)
     if HAS_LLAMA_CPP:  # installed by hand: its row counts agreeing tokens, and it has its own bound
-        assert re.search(r"llama\.cpp \([\d.]+\) Q4_1 .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+%  \d/4 new tokens agree",
+        assert re.search(r"llama\.cpp \([\d.]+\) Q4_1 .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  \d/4 new tokens agree",
                          out, re.M)
         assert re.search(r"^llama.cpp's own bound: the GGUF file's [\d.]+ MB of tensors per token \(Q4_1\)", out, re.M)
     else:
@@ -156,3 +211,27 @@ def test_a_worker_that_dies_ends_the_run_with_a_clear_message(tmp_path):
     script.write_text("import sys\nsys.exit(3)\n")
     with pytest.raises(SystemExit, match=r"dying_worker.py failed to start: it exited with code 3 "):
         bench.Worker(str(script))
+
+
+def test_the_autotuned_path_keeps_its_compiler_cache_per_torch_version_and_cpu(tmp_path, monkeypatch):
+    """compile="max-autotune" points inductor's cache (its per-matrix timings, its compiled kernels) at the
+    user's cache directory, one folder per torch version and CPU; a TORCHINDUCTOR_CACHE_DIR already set wins."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    where = nexttoken.fast.autotune_cache_dir()
+    assert where.startswith(str(tmp_path / "nexttoken" / "inductor" / f"torch-{torch.__version__}-cpu-"))
+    assert where == nexttoken.fast.autotune_cache_dir()  # the same CPU, the same folder
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "recorded")  # so that monkeypatch puts back what was there
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    nexttoken.fast.use_autotune_cache_dir()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == where
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    nexttoken.fast.use_autotune_cache_dir()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+@pytest.mark.slow  # about a minute: compiles the autotuned step with inductor's kernel profile
+def test_step_profile_splits_a_steady_step_by_kind():
+    out = run_bench("step_profile.py", "--tiny", "--new-tokens", "16", "--top", "5")
+    assert re.search(r"^steady step without the profiler: [\d.]+ ms .*its products alone \(c\): [\d.]+ ms", out, re.M)
+    assert re.search(r"^ +[\d.]+ ms  products \(every linear layer and the LM head\)$", out, re.M)
+    assert re.search(r"^ +-?[\d.]+ ms  Python outside any event", out, re.M)
