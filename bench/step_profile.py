@@ -37,10 +37,12 @@ def kind_of(event) -> str:
         return "Dynamo's guards before each call"
     if "compiled" in name:
         return "the compiled graph's own call (its wrapper, arguments, outputs)"
-    if any(p in name for p in ("gemm", "linear", "addmm", "aten::mm", "packed", "mkl")):
+    if "gemm" in name:  # inductor's GEMM template, its epilogue fused in
         return "products (every linear layer and the LM head)"
-    if inside and any(p in name for p in ("softmax", "attention", "flash", "bmm")):
-        return "attention over the cache (one query)"
+    if inside and any(p in name for p in ("softmax", "attention", "flash", "bmm")):  # before "addmm": a fused
+        return "attention over the cache (one query)"  # attention kernel's name may list the qkv's bias add
+    if any(p in name for p in ("linear", "addmm", "aten::mm", "packed", "mkl")):
+        return "products (every linear layer and the LM head)"
     if inside and "cpp_fused" in name:
         return "the graph's other fused kernels (norms, residual adds, rotary, cache writes)"
     if inside:

@@ -224,6 +224,11 @@ def test_the_autotuned_path_keeps_its_compiler_cache_per_torch_version_and_cpu(t
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     nexttoken.fast.use_autotune_cache_dir()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == where
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # inductor's own, set by importing transformers
+    nexttoken.fast.use_autotune_cache_dir()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == where
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     nexttoken.fast.use_autotune_cache_dir()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
