@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from nexttoken.exercises import CHAPTERS, chapter
-from nexttoken.exercises.task import draw_examples
+from nexttoken.exercises.generated import draw_examples
 
 OUT = Path(__file__).resolve().parent.parent / "lib" / "nexttoken" / "exercises" / "cases.json"
 

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from nexttoken.exercises import CHAPTERS, chapter
-from nexttoken.exercises.task import PREDICT_TRIES, copy_args, show
+from nexttoken.exercises.calling import copy_args
+from nexttoken.exercises.feedback import show
+from nexttoken.exercises.task import PREDICT_TRIES
 
 PREDICT = [(ch, name) for ch in CHAPTERS for name in chapter(ch).TASKS
            if getattr(chapter(ch), name).kind == "predict"]

@@ -195,8 +195,9 @@ def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path
     assert failed["status"] == "failed" and failed["points"] == "0"
     assert all(graded[("good.ipynb", f"ch02.q{i}")]["status"] == "passed" for i in (1, 2, 3, 4, 5))
     assert "held out)" in graded[("good.ipynb", "ch02.q1")]["reason"]
+    # the held-out cases are not in the sandbox to empty (issue 43): the attempt errs
     tampered = graded[("emptied.ipynb", "ch02.q1")]
-    assert tampered["status"] == "error" and "nexttoken.exercises.held_out.CASES" in tampered["reason"], tampered
+    assert tampered["status"] == "error" and "No module named 'nexttoken.exercises.held_out'" in tampered["reason"]
     feedback = (tmp_path / "feedback" / "tuned.md").read_text()
     assert 'input:    the held-out test "T = 2"' in feedback, feedback
     assert "tensor(" not in feedback and "expected:" not in feedback

@@ -290,7 +290,7 @@ def batch(tmp_path_factory):
                         pass
             """)],
         # Replace the recorder so that stubs record the reference's outputs: at top level (does not run),
-        # then hidden in an assignment (runs, is detected, and the tasks are not graded).
+        # then hidden in an assignment (runs, but finds no task module: the judging half is not inside).
         "recorder_patch": [HEADER, *STUBS, source(r"""
             import nexttoken.exercises.task as task_module
             import nexttoken.grading.recorder as harness
@@ -472,11 +472,10 @@ def test_attacks_score_nothing(batch):
         assert statuses(batch, f"{name}.ipynb")["ch02.q1"] == ("not_implemented", 0), name
 
 
-def test_a_patched_recorder_is_reported_not_graded(batch):
-    rows = by_submission(batch["rows"])["recorder_patch.ipynb"]
-    assert all(r["status"] == "error" and "replaced part of the grader's recorder" in r["reason"]
-               for r in rows.values()), rows
-    assert "Task.run" in rows["ch02.q1"]["reason"]
+def test_a_recorder_patch_finds_nothing_to_patch(batch):
+    """The judging half is outside the sandbox (issue 43): the task module the patch imports is not there,
+    so the patching cells fail, and the stubs are graded as what they are."""
+    assert statuses(batch, "recorder_patch.ipynb") == {t: ("not_implemented", 0) for t in CH02}
 
 
 def test_output_bombs_cost_only_their_task(batch):

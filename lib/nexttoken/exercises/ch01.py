@@ -1,11 +1,12 @@
 """Chapter 1, the chain rule: tasks for the exercise notebook."""
 
-import contextlib
-
 import torch
 
+from . import watches
 from .common import random_ids, seeded
-from .task import Known, Mistake, Task, counted, describe, side_by_side
+from .calling import counted
+from .feedback import describe, side_by_side
+from .task import Known, Mistake, Task
 
 CHAPTER = "ch01"
 TASKS = ["q1", "q2", "q3", "q4"]
@@ -232,27 +233,6 @@ def _q4_verify(args, got):
     return None
 
 
-@contextlib.contextmanager
-def _draws_from(args):
-    """The draws must come from ``generator`` only (so that the result is reproducible): its state moves,
-    and torch's global random state does not."""
-    n, generator = args[2], args[3]
-    before, global_before = generator.get_state(), torch.random.get_rng_state()
-    complaints = []
-    yield complaints
-    if torch.equal(generator.get_state(), before) and torch.equal(torch.random.get_rng_state(), global_before):
-        complaints.append(f"your function drew nothing at all for n_draws = {n} (neither `generator`'s state nor "
-                          f"torch's global one moved): it must draw n_draws texts, with generator=generator"
-                          + (" (a loop over range(1, n_draws), or n_draws - 1 draws, draws none here)"
-                             if n == 1 else ""))
-    elif torch.equal(generator.get_state(), before):
-        complaints.append("your function did not draw from `generator` (its state did not move): pass "
-                          "generator=generator to torch.multinomial (or torch.rand)")
-    elif not torch.equal(torch.random.get_rng_state(), global_before):
-        complaints.append("some of your draws came from torch's global random state, not from `generator`: "
-                          "pass generator=generator to every torch.multinomial (or torch.rand) call")
-
-
 def _outer_of_marginals(first, table, n, generator):
     f = _joint_frequencies(first, table, n, generator)
     return f.sum(1)[:, None] * f.sum(0)[None, :]
@@ -260,7 +240,7 @@ def _outer_of_marginals(first, table, n, generator):
 
 q4 = Task(
     name="q4", function="joint_frequencies", title="the chain rule, measured by sampling", chapter=CHAPTER,
-    kind="empirical", cases=_q4_cases, reference=_joint_frequencies, verify=_q4_verify, watch=_draws_from,
+    kind="empirical", cases=_q4_cases, reference=_joint_frequencies, verify=_q4_verify, watch=watches.draws_from,
     known=[
         Known("each count is right but not divided by n_draws: frequencies are counts / n_draws",
               lambda f, t, n, g: _joint_frequencies(f, t, n, g) * n),

@@ -1,13 +1,11 @@
 """Chapter 4, logit slicing: tasks for the exercise notebook."""
 
-import contextlib
-
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..model import causal_mask
+from . import watches
 from .common import embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
-from .task import Known, Mistake, Task, counted, tokens
+from .task import Known, Mistake, Task
 
 CHAPTER = "ch04"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
@@ -130,44 +128,6 @@ q3 = Task(
 )
 
 
-class _HeadRows(TorchFunctionMode):
-    """Counts the rows (vectors of d_model) that the LM head's weight multiplies, however the product is
-    written: model.lm_head(x), F.linear(x, W), x @ W.T, einsum, on any shape."""
-
-    def __init__(self, weight):
-        super().__init__()
-        self.storage, self.d, self.rows = weight.untyped_storage().data_ptr(), weight.shape[-1], 0
-
-    def _is_head(self, t):
-        try:
-            return t.untyped_storage().data_ptr() == self.storage  # the weight or a view of it (W.T)
-        except Exception:
-            return False
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        tensors = [a for a in (*args, *(kwargs or {}).values()) for a in (a if isinstance(a, (list, tuple)) else [a])
-                   if isinstance(a, torch.Tensor)]
-        others = [t for t in tensors if not self._is_head(t)]
-        if others and len(others) < len(tensors):
-            self.rows += max(t.numel() for t in others) // self.d
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def _head_on_last_position_only(args):
-    """The check of how: the LM head multiplies one vector per row of the batch, not B * T."""
-    model, input_ids = args
-    complaints = []
-    counter = _HeadRows(model.lm_head.weight)
-    with counter:
-        yield complaints
-    B, T = input_ids.shape
-    if counter.rows > B:
-        complaints.append(f"the LM head was applied to {counter.rows} vectors for a batch of {counted(B, 'row')} of "
-                          f"{tokens(T)}: apply it to the last position only (x[:, -1, :] of each row, then "
-                          "final_norm and lm_head), not to every position")
-
-
 @torch.no_grad()
 def _last_position_logits(model, input_ids, slice_at=-1, norm=True, mask=True):
     T = input_ids.shape[1]
@@ -187,7 +147,7 @@ q4 = Task(
     name="q4", function="last_position_logits", title="an LM head on the last position only", chapter=CHAPTER,
     cases=lambda: [(small_model(21), random_ids(21, 1, 4)), (small_model(23), random_ids(23, 1, 1)),
                    (small_model(22), random_ids(22, 3, 7)), (small_model(24), random_ids(24, 2, 16))],
-    reference=_last_position_logits, diagnose=_q4_diagnose, watch=_head_on_last_position_only,
+    reference=_last_position_logits, diagnose=_q4_diagnose, watch=watches.head_on_last_position_only,
     known=[
         Known("you kept the first position; the last one predicts the next token",
               lambda m, ids: _last_position_logits(m, ids, slice_at=0)),

@@ -1,13 +1,14 @@
 """Chapter 5, the generation loop: tasks for the exercise notebook."""
 
-import contextlib
-
 import torch
 
 from ..generate import generate, sample
+from . import watches
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
                      with_gpt2_eos)
-from .task import Generated, Known, Mistake, Task, describe, show
+from .feedback import describe, show
+from .generated import Generated
+from .task import Known, Mistake, Task
 
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
@@ -200,19 +201,6 @@ def _q4_cases():
             (wide, random_ids(44, 256, 4, vocab=200), _advanced(3))]
 
 
-@contextlib.contextmanager
-def _draws_from_generator(args):
-    """The check of how: the draw moves `generator` (one that was not used keeps its state)."""
-    generator = args[2]
-    before = generator.get_state()
-    complaints = []
-    yield complaints
-    if torch.equal(generator.get_state(), before):
-        complaints.append("your function did not draw from `generator` (its state did not move): sampling "
-                          "draws each row's token with torch.multinomial(probs, num_samples=1, "
-                          "generator=generator), so that a seed makes the draw repeatable (an argmax draws nothing)")
-
-
 def _q4_diagnose(args, expected, got):
     model, ids, _ = args
     if got.shape == expected.shape and got.dtype == torch.int64 and torch.equal(got[:, :-1], ids):
@@ -223,7 +211,7 @@ def _q4_diagnose(args, expected, got):
 
 q4 = Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
-    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, watch=_draws_from_generator,
+    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, watch=watches.draws_from_generator,
     known=[
         Known("you took the argmax: this step samples, drawing each row's token with its probability",
               torch.no_grad()(lambda m, ids, g: _append(ids, m(ids)[:, -1].argmax(-1)))),

@@ -4,7 +4,9 @@ import torch
 
 from ..generate import generate
 from .common import NO_GENERATE, count_new_tokens, random_ids, seeded, small_model, with_gpt2_eos
-from .task import Generated, Known, Mistake, Task, tokens
+from .calling import tokens
+from .generated import Generated
+from .task import Known, Mistake, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5", "q6"]

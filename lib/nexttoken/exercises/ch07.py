@@ -1,14 +1,15 @@
 """Chapter 7, making the loop fast (the KV cache): tasks for the exercise notebook."""
 
-import contextlib
 import math
 
 import torch
 
 from ..generate import generate
+from . import watches
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
                      with_gpt2_eos)
-from .task import Generated, Known, Mistake, Task, counted
+from .generated import Generated
+from .task import Known, Mistake, Task
 
 CHAPTER = "ch07"
 TASKS = ["q1", "q2", "q3", "q4"]
@@ -105,44 +106,6 @@ def _q3_diagnose(args, expected, got):
                       "only the newest token, shape (B, 1), with the *same* cache object every step")
 
 
-@contextlib.contextmanager
-def _reads_each_token_once(args):
-    """The check of how: count the positions each forward pass reads (every pass embeds the tokens it
-    reads, and their positions). With a cache every token is read once, the last new one never: P + n - 1
-    positions in all, whether the prompt goes in one pass or as all but its last token and then that one.
-    The uncached loop's P, P + 1, ... gives the same tokens, so only this tells the two apart. And the
-    first pass starts at position 0: a cache kept from an earlier call would start it later."""
-    model, input_ids, n = args
-    seen, starts = [], []
-    hooks = [model.token_embedding.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].shape[-1])),
-             model.position_embedding.register_forward_pre_hook(
-                 lambda module, inputs: starts.append(int(inputs[0].flatten()[0])))]
-    complaints = []
-    try:
-        yield complaints
-    finally:
-        for hook in hooks:
-            hook.remove()
-    P = input_ids.shape[1]
-    want = [P] + [1] * (n - 1) if n else []
-    if seen and not want:
-        complaints.append(f"with max_new_tokens = 0 the model is not run at all (the prompt comes back as it "
-                          f"is), but your loop made {counted(len(seen), 'forward pass', 'forward passes')}")
-    elif starts and starts[0] != 0:
-        complaints.append(f"your first forward pass began at position {starts[0]}: its cache already held "
-                          f"{counted(starts[0], 'position')} from an earlier call (a cache kept between calls, in a global, "
-                          "a module-level dict or a default argument). Make a fresh one, model.new_cache(), in "
-                          "every call")
-    elif len(seen) >= n and sum(seen) != sum(want):  # fewer passes: too few tokens, which the output shows
-        complaints.append(f"the forward passes read {_short(seen)} positions, {sum(seen)} in all; with a cache "
-                          f"each token is read once: read the prompt once, then only the newest token, {_short(want)}, "
-                          f"P + max_new_tokens - 1 = {sum(want)} in all")
-
-
-def _short(counts):
-    return str(counts) if len(counts) <= 8 else f"[{', '.join(map(str, counts[:8]))}, ...] ({len(counts)} passes)"
-
-
 def _q3_cases():
     same = small_model(134)  # one model object for two calls in a row, with two prompts of the same shape:
     # a cache kept between calls (keyed by the model, or by nothing) reads the first call's positions
@@ -157,7 +120,7 @@ q3 = Task(
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
     reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
-    watch=_reads_each_token_once,
+    watch=watches.reads_each_token_once,
     forbid=NO_GENERATE,
     known=[
         Known("each step started from a fresh cache, so the model saw only the newest token: make one cache "

@@ -5,7 +5,8 @@ import torch
 
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
-from .task import Mistake, tokens
+from .calling import tokens
+from .task import Mistake
 
 # The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
 NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}

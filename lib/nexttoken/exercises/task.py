@@ -3,35 +3,26 @@
 A task is judged in two halves, so that the batch grader can keep them in different processes:
 
 - ``run(fn)`` calls the learner's function on every test input, where the learner's code runs, and
-  keeps only plain data: each output, or the error it raised, or the fact that it changed an input.
+  keeps only plain data: each output, or the error it raised, or the fact that it changed an input
+  (``calling.run_on``; in the grader, the same code runs inside the sandbox on inputs sent to it).
 - ``evaluate(outcomes)`` compares those outputs with the reference on fresh copies of the same
   (seeded) inputs and explains the first failure: a known mistake by name, else what differs.
   It never raises: anything unexpected becomes the task's error message.
+
+The rest is by role: ``calling`` (the first half, which is all the grader's sandbox has), ``watches``
+(checks of how), ``feedback`` (describing and comparing values), ``generated`` (hypothesis's inputs).
 """
 
-import contextlib
-import copy
-import dataclasses
 import inspect
-import io
 import json
-import numbers
 import os
-import sys
-import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
-import torch
-from torch.overrides import TorchFunctionMode
-
-from ..grading.wire import MAX_LIST
-from ..model import Decoder
-
-SMALL = 24  # outputs with at most this many entries are printed in full in feedback
-SMALL_INPUT = 12  # inputs, likewise (longer ones are described by dtype and shape)
+from .calling import copy_args, one_thread, run_on
+from .feedback import compare, describe, hidden_input, matches, unrevealed
+from .generated import Generated, smallest_failing
 
 
 class Mistake(Exception):
@@ -46,391 +37,8 @@ class Known:
     wrong: Callable
 
 
-def describe(value) -> str:
-    """A short, readable description of a test input or an output."""
-    if isinstance(value, Decoder):
-        c = value.config
-        mode = f", dropout {c.dropout}, in training mode" if value.training and c.dropout else ""
-        return (f"a small random Decoder (vocab {c.vocab_size}, context {c.context_length}, "
-                f"d_model {c.d_model}, {counted(c.n_layers, 'layer')}{mode})")
-    if isinstance(value, torch.Tensor):
-        if value.numel() <= SMALL_INPUT:
-            return show(value)
-        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
-    if isinstance(value, torch.Generator):
-        return "a torch.Generator"
-    if dataclasses.is_dataclass(value):
-        return repr(value)  # a config is shown whole: the field that matters may be the last one
-    if isinstance(value, (list, tuple)) and len(value) <= 6:
-        return "(" + ", ".join(describe(v) for v in value) + ")"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _round(values):
-    """Floats to 4 decimals, or 4 significant digits when smaller (a tiny probability is not 0)."""
-    if isinstance(values, list):
-        return [_round(v) for v in values]
-    return round(values, 4) if abs(values) >= 1e-3 or values == 0 else float(f"{values:.4g}")
-
-
-def show(t: torch.Tensor) -> str:
-    """A small tensor in full, floats rounded (see _round), with its dtype when it is not the default."""
-    values = _round(t.double().tolist()) if t.is_floating_point() else t.tolist()
-    suffix = "" if t.dtype in (torch.float32, torch.int64, torch.bool) else f", dtype={t.dtype}"
-    return f"tensor({values}{suffix})"
-
-
-def plain(value):
-    """The learner's output as plain data (tensors, numbers, lists) that can leave their process."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().as_subclass(torch.Tensor).clone()
-    if isinstance(value, (bool, str)) or value is None:
-        return value
-    if isinstance(value, numbers.Integral):  # numpy.int64 and friends are ints too
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, (list, tuple)) and len(value) <= MAX_LIST:  # the grader's limit (wire.py)
-        return [plain(v) for v in value]
-    return f"<an object of type {type(value).__name__}>"
-
-
-def copy_args(args):
-    """Fresh copies of the tensor inputs and random generators, so that nothing a call does to them
-    (changing a tensor, drawing from a generator) reaches the next call."""
-    def fresh(a):
-        if isinstance(a, torch.Tensor):
-            return a.clone()
-        if isinstance(a, torch.Generator):
-            g = torch.Generator(device=a.device)
-            g.set_state(a.get_state())
-            return g
-        return a
-    return tuple(fresh(a) for a in args)
-
-
-def _kind(dtype: torch.dtype) -> str:
-    if dtype == torch.bool:
-        return "a bool tensor"
-    if dtype.is_floating_point:
-        return f"a float tensor ({dtype})"
-    return f"an integer tensor ({dtype})"
-
-
-def counted(k: int, noun: str, plural: str | None = None) -> str:
-    """"1 row", "3 rows", "1 forward pass", "2 forward passes": a count with its noun in the right number."""
-    return f"{k} {noun if k == 1 else plural or noun + 's'}"
-
-
-def tokens(k: int) -> str:
-    """"1 token", "3 tokens"."""
-    return counted(k, "token")
-
-
-def first_difference(expected: torch.Tensor, got: torch.Tensor, atol: float = 1e-4) -> str:
-    """Where two tensors of the same shape first differ: that row of both, a few values either side of
-    the difference, and how many entries differ in all."""
-    e, g = expected.double(), got.double()
-    if expected.is_floating_point():
-        close = torch.isclose(g, e, atol=atol, rtol=1e-4, equal_nan=True)
-    else:
-        close = e == g
-    where = (~close).nonzero()
-    if len(where) == 0 or expected.dim() == 0:
-        return ""
-    index = [int(i) for i in where[0]]
-    row, col = tuple(index[:-1]), index[-1]
-    lo, hi = max(0, col - 3), min(expected.shape[-1], col + 4)
-    fmt = (lambda x: f"{x:.4g}") if expected.is_floating_point() else (lambda x: f"{int(x)}")
-
-    def around(t):
-        values = ", ".join(fmt(x) for x in t[row][lo:hi].tolist())
-        return f"[{'..., ' if lo else ''}{values}{', ...' if hi < t.shape[-1] else ''}]"
-    return (f"first difference at index {index}: expected {fmt(e[tuple(index)].item())}, "
-            f"got {fmt(g[tuple(index)].item())}; {len(where)} of {expected.numel()} "
-            f"{'entry differs' if expected.numel() == 1 else 'entries differ'}\n"
-            f"   in row {list(row)}, entries {lo} to {hi - 1}:\n"
-            f"   expected {around(e)}\n"
-            f"   got      {around(g)}")
-
-
-def side_by_side(expected, got) -> str:
-    """Expected and got, in full when small."""
-    def one(v):
-        if isinstance(v, torch.Tensor):
-            return show(v) if v.numel() <= SMALL else f"a {v.dtype} tensor of shape {tuple(v.shape)}"
-        return describe(v)
-    return f"expected: {one(expected)}\n   got:      {one(got)}"
-
-
-def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tuple[str, str] | None:
-    """None if ``got`` is right; else (what is wrong, the evidence: expected vs got or first difference)."""
-    if isinstance(expected, (tuple, list)):
-        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return (f"{what} should be a tuple of {len(expected)} values, but it is {describe(got)}",
-                    "")
-        for i, (e, g) in enumerate(zip(expected, got)):
-            problem = compare(e, g, f"element {i} of {what}", atol)
-            if problem:
-                return problem
-        return None
-    if isinstance(expected, bool) or not isinstance(expected, (int, float, torch.Tensor)):
-        raise TypeError(f"the reference returned {type(expected).__name__}: no comparison for it")
-    if isinstance(expected, (int, float)):
-        if isinstance(got, torch.Tensor) and got.numel() == 1:
-            got = got.item()
-        if isinstance(expected, int):  # any integer type will do (int, numpy.int64, a 0-d int tensor)
-            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
-                return (f"{what} should be an integer (a count is a whole number, int), but it is "
-                        f"{describe(got)}", "")
-            if got != expected:
-                return f"{what} is wrong", f"expected: {expected}\n   got:      {got}"
-            return None
-        if isinstance(got, bool) or not isinstance(got, numbers.Real):
-            return f"{what} should be a number, but it is {describe(got)}", ""
-        if abs(got - expected) > atol + 1e-4 * abs(expected):
-            return f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}"
-        return None
-    if not isinstance(got, torch.Tensor):
-        return f"{what} should be a torch.Tensor, but it is {describe(got)}", ""
-    if got.device.type != "cpu":
-        return f"{what} is on {got.device}, but the inputs are on the CPU: keep it there", ""
-    if tuple(got.shape) != tuple(expected.shape):
-        return (f"{what} has the wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}",
-                side_by_side(expected, got) if max(got.numel(), expected.numel()) <= SMALL else "")
-    if got.dtype != expected.dtype:
-        if expected.dtype == torch.int64:
-            why = "token ids are int64 (torch.long): indexing, embeddings and torch.cat expect it"
-        elif expected.dtype == torch.bool:
-            why = "a mask is a bool tensor (True/False), so that ~mask and masked_fill work on it"
-        else:
-            why = "keep the dtype of the inputs (did a Python float, .double() or an int tensor slip in?)"
-        return (f"{what} should be {_kind(expected.dtype)}, but it is {_kind(got.dtype)}: {why}",
-                side_by_side(expected, got) if got.numel() <= SMALL else "")
-    if expected.is_floating_point():
-        ok = torch.allclose(got.double(), expected.double(), atol=atol, rtol=1e-4, equal_nan=True)
-    else:
-        ok = torch.equal(got, expected)
-    if ok:
-        return None
-    if torch.isnan(got.double()).any() and not torch.isnan(expected.double()).any():
-        summary = f"{what} holds NaN where the right answer has numbers"
-    else:
-        summary = f"{what} has the right shape and dtype but wrong values"
-    evidence = side_by_side(expected, got) if got.numel() <= SMALL else first_difference(expected, got, atol)
-    return summary, evidence
-
-
-def _matches(wrong_output, got) -> bool:
-    """Loosely equal (values only), for recognising a known mistake."""
-    try:
-        if isinstance(wrong_output, torch.Tensor) and isinstance(got, torch.Tensor):
-            if wrong_output.shape != got.shape:
-                return False
-            return bool(torch.allclose(got.double(), wrong_output.double(), atol=1e-4, rtol=1e-4, equal_nan=True))
-        if isinstance(wrong_output, (tuple, list)) and isinstance(got, (tuple, list)):
-            return len(wrong_output) == len(got) and all(_matches(w, g) for w, g in zip(wrong_output, got))
-        if isinstance(wrong_output, (int, float)) and isinstance(got, (int, float)) and not isinstance(got, bool):
-            return abs(wrong_output - got) <= 1e-6 * max(1.0, abs(wrong_output))
-    except Exception:
-        return False
-    return False
-
-
-def hidden_input(name: str) -> str:
-    """How feedback names a held-out input without showing it."""
-    return f"the held-out test \"{name}\" (held-out inputs and expected outputs are not shown)"
-
-
 class HeldOutMissing(RuntimeError):
     """Held-out cases asked for in a build of the package that leaves them out."""
-
-
-RULE = "forbidden call: "  # how a forbidden call's error begins (Task.run recognises it by this)
-
-
-class _NoSoftmax(TorchFunctionMode):
-    """Inside it, every softmax of torch (torch.softmax, Tensor.softmax, F.softmax, however imported)
-    raises ``message``: a task that asks for a softmax by hand must not get it from torch."""
-
-    def __init__(self, message: str):
-        super().__init__()
-        self.message = message
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("softmax", "_softmax", "special_softmax"):
-            raise RuntimeError(self.message)
-        return func(*args, **(kwargs or {}))
-
-
-def _raising_code(message: str):
-    """The code of a function that raises RuntimeError(message) whatever it is given. It is put in place
-    of a library function's own code, so that every name bound to that function (``nexttoken.generate``,
-    ``from nexttoken import generate``, ...) raises while a learner's function runs."""
-    namespace: dict = {}
-    exec(f"def forbidden(*args, **kwargs):\n    raise RuntimeError({message!r})", namespace)
-    return namespace["forbidden"].__code__
-
-
-@contextlib.contextmanager
-def forbidding(rules: dict[str, str], args):
-    """While inside, the calls named in ``rules`` raise an error that quotes the task's rule:
-    "model(...)" (the Decoders among ``args``), "torch.softmax", "nexttoken.generate", "Decoder(...)"."""
-    undo = []
-    try:
-        for call, rule in rules.items():
-            message = f"{RULE}{call} was called, but the task says: {rule}"
-            if call == "model(...)":
-                for model in (a for a in args if isinstance(a, Decoder)):
-                    def refuse(*_, **__):
-                        raise RuntimeError(message)
-                    for name in ("forward", "forward_unchecked", "run"):  # model(x), model.forward(x), ...: every door in
-                        object.__setattr__(model, name, refuse)
-                        undo.append(lambda m=model, n=name: object.__delattr__(m, n))
-            elif call == "torch.softmax":
-                mode = _NoSoftmax(message)
-                mode.__enter__()
-                undo.append(lambda m=mode: m.__exit__(None, None, None))
-            elif call == "nexttoken.generate":
-                function = inspect.unwrap(sys.modules["nexttoken.generate"].generate)
-                code, function.__code__ = function.__code__, _raising_code(message)
-                undo.append(lambda f=function, c=code: setattr(f, "__code__", c))
-            elif call == "Decoder(...)":
-                def refuse_init(*_, **__):
-                    raise RuntimeError(message)
-                init, Decoder.__init__ = Decoder.__init__, refuse_init
-                undo.append(lambda i=init: setattr(Decoder, "__init__", i))
-            else:
-                raise ValueError(f"no way to forbid {call!r}")
-        yield
-    finally:
-        for step in reversed(undo):
-            step()
-
-
-@dataclass
-class Generated:
-    """The bulk of a task's test inputs, made by hypothesis, after its hand-picked named cases.
-
-    ``strategy()`` is a hypothesis strategy of plain parameters (seeds, lengths, counts) and
-    ``build(params)`` turns one example into the task's arguments. The examples are drawn by
-    scripts/make_cases.py (``draw_examples``: derandomized, so with a fixed seed) and stored in
-    exercises/cases.json, the task's example database: every learner, every run and both halves of the
-    grader read the same ones. When an answer fails one of them, ``check()`` asks hypothesis for the
-    smallest parameters that still fail (its shrinking) and shows that input.
-    """
-    strategy: Callable  # () -> a hypothesis strategy (hypothesis is imported only to draw or shrink)
-    build: Callable  # params -> the task's arguments (a tuple)
-    count: int = 20  # how many examples scripts/make_cases.py stores
-    key: str = ""  # "ch05.q2", set by the Task
-    _params: list | None = field(default=None, repr=False)
-    _built: list | None = field(default=None, repr=False)
-
-    def params(self) -> list:
-        if self._params is None:
-            stored = json.loads(resources.files("nexttoken.exercises").joinpath("cases.json").read_text())
-            if self.key not in stored:
-                raise KeyError(f"no stored examples for {self.key}: run scripts/make_cases.py")
-            self._params = stored[self.key]
-        return self._params
-
-    def cases(self) -> list[tuple]:
-        """Fresh copies of the built inputs: a build makes a small model and may run it (chapter 6's EOS
-        ids are tokens the model produces), which costs more than a copy, and the grader's judging half
-        asks for the cases twice per submission."""
-        if self._built is None:
-            with one_thread():  # many tiny tensor operations
-                self._built = [self.build(p) for p in self.params()]
-        return copy.deepcopy(self._built)
-
-
-@contextlib.contextmanager
-def _hypothesis_as_a_check():
-    """Hypothesis, silent and the same everywhere. Its messages, and anything the learner's function
-    prints while it is searched over, stay out of the notebook's output. And its draws ignore the
-    constants it would collect from local modules (it mixes constants from whatever local source files
-    are imported into its draws, and caches them in ./.hypothesis): with them, the same seed would give
-    other examples in a notebook, in the grader and in scripts/make_cases.py."""
-    from hypothesis.internal.conjecture import providers  # internal: checked, and skipped if it moved
-
-    local = getattr(providers, "_get_local_constants", None)
-    cache = getattr(getattr(providers, "CONSTANTS_CACHE", None), "cache", None)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-            contextlib.redirect_stderr(io.StringIO()):
-        warnings.simplefilter("ignore")
-        if local is not None and hasattr(providers, "Constants") and hasattr(cache, "clear"):
-            cache.clear()  # constants cached before, local ones included
-            providers._get_local_constants = providers.Constants
-        try:
-            yield
-        finally:
-            if local is not None and providers._get_local_constants is providers.Constants:
-                providers._get_local_constants = local
-                cache.clear()
-
-
-def _hypothesis_settings(max_examples: int, **more):
-    """Derandomized (a fixed seed: the same examples everywhere), and no example database written to disk."""
-    from hypothesis import HealthCheck, settings
-    return settings(derandomize=True, database=None, max_examples=max_examples, deadline=None,
-                    suppress_health_check=list(HealthCheck), print_blob=False, **more)
-
-
-def draw_examples(strategy, count: int) -> list:
-    """``count`` distinct examples of ``strategy`` (fewer if it has fewer), the same on every machine with
-    the same hypothesis: its derandomized generation, in the order it produces them (simplest first)."""
-    from hypothesis import Phase, given
-
-    found = []
-
-    @given(strategy)
-    def collect(params):
-        params = json.loads(json.dumps(params))  # as stored: tuples become lists
-        if params not in found:
-            found.append(params)
-
-    with _hypothesis_as_a_check():
-        _hypothesis_settings(count, phases=[Phase.generate])(collect)()
-    return found
-
-
-def smallest_failing(generated: Generated, fails: Callable, seconds: float = 3.0):
-    """The smallest parameters for which ``fails(params)`` is true, as hypothesis's shrinker finds them
-    within ``seconds`` (the search is cut there and keeps the smallest found); None if it finds none or
-    hypothesis is not installed."""
-    try:
-        from hypothesis import find
-    except ImportError:
-        return None
-    stop = time.monotonic() + seconds
-    smallest = []
-
-    def condition(params):
-        if time.monotonic() > stop or not fails(params):
-            return False
-        smallest[:] = [params]  # the shrinker only moves to smaller failing inputs: the last is the smallest
-        return True
-
-    with _hypothesis_as_a_check():
-        try:
-            find(generated.strategy(), condition, settings=_hypothesis_settings(4 * generated.count))
-        except Exception:  # NoSuchExample, or the cut-off making the last example pass: keep what was found
-            pass
-    return smallest[0] if smallest else None
-
-
-@contextlib.contextmanager
-def one_thread():
-    """torch on one thread while a check runs: its tensors are tiny, and there torch's intra-op threads
-    cost more than they save (measured on a loaded 2-core machine: judging chapter 6 took 8.9 s with
-    torch's default 2 threads, 0.6 s with 1). The caller's setting is restored on the way out."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def grading() -> bool:
@@ -440,22 +48,6 @@ def grading() -> bool:
 
 KINDS = ("write", "predict", "debug", "empirical", "open")
 PREDICT_TRIES = 3  # failed checks of a predict task that say how the guess is off without showing the answer
-
-
-def unrevealed(expected, got) -> str:
-    """The evidence of a wrong prediction without the right answer: what was predicted, and which way a
-    number is off or how many entries of a tensor are wrong (not which ones: that would be the answer)."""
-    if isinstance(expected, (int, float)) and not isinstance(got, bool) and isinstance(got, numbers.Real):
-        return f"got:      {got}, which is too {'high' if got > expected else 'low'}"
-    if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and got.shape == expected.shape:
-        wrong = int((got.double() != expected.double()).sum())
-        shown = show(got) if got.numel() <= SMALL else f"a {got.dtype} tensor of shape {tuple(got.shape)}"
-        if wrong == 0:  # the values are right, their type is not (the summary says which)
-            return f"got:      {shown}"
-        if got.numel() == 1:
-            return f"got:      {shown}, with its only entry wrong"
-        return f"got:      {shown}, with {wrong} of its {got.numel()} entries wrong"
-    return f"got:      {describe(got)}"
 
 
 @dataclass
@@ -471,7 +63,7 @@ class Task:
     chapter: str = ""
     points: int = 1
     atol: float = 1e-4
-    # Calls the task's text rules out, each with the rule as the text says it (see ``forbidding``).
+    # Calls the task's text rules out, each with the rule as the text says it (see ``calling.forbidding``).
     forbid: dict[str, str] = field(default_factory=dict)
     # A check of *how*: a context manager that, given a test input, instruments it while the learner's
     # function runs and yields a list, to which it adds what that function did wrong (read on exit).
@@ -546,52 +138,7 @@ class Task:
         return self._run_on(fn, self.graded_cases(held_out)[0])
 
     def _run_on(self, fn, cases) -> list[tuple[str, object]]:
-        outcomes = []
-        names = self.arg_names
-        for args in cases:
-            args = copy_args(args)
-            before = copy_args(args)
-            weights = [[p.detach().clone() for p in a.parameters()] if isinstance(a, Decoder) else None
-                       for a in args]
-            watching = self.watch(args) if self.watch else contextlib.nullcontext([])
-            try:
-                with watching as complaints, forbidding(self.forbid, args):
-                    output = fn(*args)
-            except NotImplementedError:
-                outcomes.append(("not_implemented", ""))
-                break
-            except Exception as exc:  # the learner's bug, reported back to them
-                if str(exc).startswith(RULE):
-                    outcomes.append(("broke_rule", str(exc)[:300]))
-                else:
-                    outcomes.append(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))
-                break
-            changed = self._changed_argument(args, before, weights, names)
-            if changed:
-                outcomes.append(("changed_input", changed))
-                break
-            if complaints:
-                outcomes.append(("broke_rule", complaints[0]))
-                break
-            if isinstance(output, torch.Tensor) and output.device.type != "cpu":
-                outcomes.append(("error", f"your function returned a tensor on {output.device}; the inputs "
-                                          "are on the CPU, keep it there"))
-                break
-            outcomes.append(("ok", plain(output)))
-        return outcomes
-
-    @staticmethod
-    def _changed_argument(args, before, weights, names) -> str | None:
-        for i, (now, then, w) in enumerate(zip(args, before, weights)):
-            name = names[i] if i < len(names) else f"argument {i + 1}"
-            if isinstance(now, torch.Tensor) and not (now.shape == then.shape and
-                                                      torch.equal(now.nan_to_num(), then.nan_to_num())):
-                return (f"your function changed its input `{name}` in place; the caller's tensor must stay "
-                        "as it was: use the out-of-place operation (masked_fill, not masked_fill_; "
-                        "x = x + y, not x += y) or work on a .clone()")
-            if w is not None and any(not torch.equal(p, q) for p, q in zip(now.parameters(), w)):
-                return f"your function changed the weights of `{name}` (the model): only read them"
-        return None
+        return run_on(fn, cases, self.forbid, self.watch, self.arg_names)
 
     def call_text(self, args) -> str:
         return f"{self.function}({', '.join(describe(a) for a in args)})"
@@ -611,7 +158,7 @@ class Task:
         message = None
         if expected is None:
             message = self._known_mistake(tried)
-        elif "should be" not in summary or not _matches(expected, value):  # a dtype slip alone is named as such
+        elif "should be" not in summary or not matches(expected, value):  # a dtype slip alone is named as such
             message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
         hide = self.kind == "predict" and expected is not None and not self._revealing
         if hide:  # a prediction: say how it is off, not what the right one is (nor its shape, which is part of it)
@@ -640,7 +187,7 @@ class Task:
                     wrong = known.wrong(*copy_args(args))
                 except Exception:
                     continue
-                if not _matches(wrong, value):
+                if not matches(wrong, value):
                     break
                 explained += 1
             else:

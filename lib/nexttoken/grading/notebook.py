@@ -1,5 +1,6 @@
 """Grading one submission: the recorder run again until every task has a result (a cell that hangs or
-crashes is skipped in the next run, a task that does is charged alone), then one row per task."""
+crashes is skipped in the next run, a task that does is charged alone; the tasks that forbid the
+library's generate get a run of their own, without it), then one row per task."""
 
 import time
 
@@ -7,7 +8,7 @@ from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
 from .csvs import MAX_REASON, clean
 from .judge import judge, library_calls
-from .runner import RunResult, Settings, Stop, run_once
+from .runner import RunResult, Settings, Stop, generate_rule, run_once
 
 NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
 
@@ -47,7 +48,14 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
     pending: list[str] = []
     budget_end = time.monotonic() + settings.notebook_timeout
     while True:
-        run = run_once(data, chapter_name, pending, set(skip), settings, slot, budget_end)
+        # The tasks that may use the library's generate first, then those that forbid it, in a sandbox
+        # without it (runner.first_tasks): one run each, and again after a cell or task stopped one.
+        # (Without bubblewrap there is no other library to show: one run, the rule kept by calling.forbidding.)
+        rule = None
+        group = [n for n in pending if not settings.use_sandbox or generate_rule(tasks[n]) is None]
+        if chapter_name is not None and not group:
+            group, rule = pending, generate_rule(tasks[pending[0]])
+        run = run_once(data, chapter_name, group, set(skip), settings, slot, budget_end, rule)
         if chapter_name is None:  # the first run read the notebook and found its chapter, or refused it
             problem = notebook_problem(run)
             if problem is not None:
@@ -66,10 +74,14 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
         pending = [task_name for task_name in pending if task_name not in results]
         if not pending:
             break
-        if run.stopped is None:
-            for task_name in pending:
-                results[task_name] = ("error", "no outputs were recorded for this task")
-            break
+        if run.stopped is None:  # the run ended as it should: its tasks without a record get an error
+            for task_name in run.tasks:
+                if task_name in pending:
+                    results[task_name] = ("error", "no outputs were recorded for this task")
+            pending = [task_name for task_name in pending if task_name not in results]
+            if not pending:
+                break
+            continue  # the next group
         stop = run.stopped
         where, status, detail = stop.where, stop.status, stop.detail
         if status == "crashed" and run.out_of_memory:

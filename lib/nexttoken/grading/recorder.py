@@ -1,18 +1,25 @@
 """The grader's recorder: runs inside a submission's sandbox, calls the learner's functions, reports outputs.
 
-    python -m nexttoken.grading.recorder NOTEBOOK CHAPTER --tasks q1,q2 [--skip-cells 3,5] --out-fd 3
-    python -m nexttoken.grading.recorder NOTEBOOK auto --tasks all --out-fd 3
-    python -m nexttoken.grading.recorder NOTEBOOK auto --tasks all --held-out --out-fd 3
+    python -m nexttoken.grading.recorder NOTEBOOK CHAPTER [--skip-cells 3,5] --out-fd 3
+    python -m nexttoken.grading.recorder NOTEBOOK auto --out-fd 3
 
 It reads the notebook itself (the grader never parses a submission): nbformat 4 as JSON, older formats
 upgraded with nbformat's converter; with CHAPTER "auto" it finds the chapter in the notebook (its metadata,
-else the exercise module its code imports) and records every task of it.
+else the exercise module its code imports).
 
-A fresh process that first loads the chapter's tasks, then runs only the learner's *definitions* (imports,
-``def``, ``class`` and assignments to plain names; no calls for effect such as ``qN.check(...)``,
-``display``, loops, or patches like ``Task.run = ...``), then calls each task's function on its test
-inputs (with ``--held-out``, on the held-out inputs of exercises/held_out.py too, after the visible ones). It reads a one-line nonce from stdin (before any learner code runs; stdin is then closed) and
-writes one JSON message per line, each starting with that nonce, to the descriptor the grader passed:
+It only computes; the grader judges. Its standard input brings, from the grader, first a one-line nonce,
+then, once the recorder has said which chapter the notebook is, the *work order* (``wire.pack_order``): a
+line with its length in bytes, then the order itself. The order names each task's function and carries its
+test inputs as data (the held-out ones among them, unnamed), its rules and its check of how by name
+(``exercises.calling``, ``exercises.watches``). Nothing in this process can judge an output: the tasks'
+references, known mistakes, held-out names and solutions are not in the sandbox (``sandbox.hidden_files``),
+and this file imports only the lesson's library, ``calling``, ``watches`` and ``wire``. No order (the grader
+closed the input: another chapter than the assignment's) and it ends.
+
+Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class`` and
+assignments to plain names; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches),
+then calls each task's function on its inputs, and writes one JSON message per line, each starting with
+the nonce, to the descriptor the grader passed:
 
     {"notebook": "read", "chapter": "ch02", "nbformat": 4}   (or "refused", with "status" and "reason")
     {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
@@ -23,15 +30,15 @@ writes one JSON message per line, each starting with that nonce, to the descript
 
 Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
 ``{"dtype", "shape", "data" (base64 of the contiguous bytes)}``. The grader trusts none of it: it checks
-every message before judging (``nexttoken.grading.wire``, ``judge``). "library" names the library functions the task
-re-implements (the one with its function's name, or the one its reference delegates to) that ran while
-the learner's function did (reported to the instructor, not penalised).
-"tampered" names the recorder's parts (Task.run, the task's cases, this module, builtins, torch.Tensor
-methods, the profile hook that watches for library calls) that the learner's code replaced: that task is
-then not graded.
+every message before judging (``nexttoken.grading.wire``, ``judge``). "library" names the library functions
+the task re-implements (the order names them) that ran while the learner's function did (reported to the
+instructor, not penalised). "tampered" names the parts of this process that decide what is recorded
+(``run_on``, the rules, the checks of how, this module, builtins, torch.Tensor methods, the profile hook
+that watches for library calls) that the learner's code replaced: that task is then not graded.
 
-This process is the learner's, so none of this is a wall: code that digs through memory can still make
-its *own* outputs anything it can compute. The sandbox, not this file, keeps everyone else safe.
+This process is the learner's, so none of this is a wall: code that digs through memory can make its
+*own* outputs anything it can compute, and so lose or keep its own marks, nothing more. The sandbox keeps
+everyone else safe, and the judging outside keeps the answers out of reach.
 """
 
 import argparse
@@ -157,47 +164,24 @@ def definitions(source: str) -> ast.Module:
     return tree
 
 
-def library_functions(task) -> set:
-    """Code objects of the library functions a task's answer re-implements: a nexttoken function (outside
-    nexttoken.exercises) with the task's function name, or one whose result the reference returns as its
-    own (the reference is a thin wrapper of it, e.g. ``lambda T: causal_mask(T)``, even through a
-    decorator such as torch.no_grad)."""
-    import types
+def library_codes(names: list[str]) -> set:
+    """The code objects of the library functions the order names ("module:qualname"), as the learner's code
+    can reach them (unwrapped from decorators such as torch.no_grad). A name that does not resolve is
+    skipped: the report of library calls is for the instructor, it costs no marks."""
+    import importlib
+    import inspect
 
-    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../nexttoken
-    exercises = os.path.join(ours, "exercises")
     found = set()
-    for name, mod in list(sys.modules.items()):
-        if name.startswith("nexttoken") and not name.startswith(("nexttoken.exercises", "nexttoken.grading")):
-            fn = getattr(mod, task.function, None)
-            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename.startswith(ours):
-                found.add(fn.__code__)
-
-    returned = []
-
-    def called_by_exercises(frame) -> bool:
-        """Called from the task's code, perhaps through wrappers outside nexttoken (torch.no_grad)."""
-        caller = frame.f_back
-        while caller is not None and not caller.f_code.co_filename.startswith(ours):
-            caller = caller.f_back
-        return caller is not None and caller.f_code.co_filename.startswith(exercises)
-
-    def profile(frame, event, arg):
-        name = frame.f_code.co_filename
-        if event == "return" and name.startswith(ours) and not name.startswith(exercises) \
-                and called_by_exercises(frame):
-            returned.append((frame.f_code, arg))
-
-    from ..exercises.task import copy_args
-
-    sys.setprofile(profile)
-    try:
-        result = task.reference(*copy_args(task.cases()[0]))
-    except Exception:
-        result = None
-    finally:
-        sys.setprofile(None)
-    return found | {code for code, value in returned if result is not None and value is result}
+    for name in names:
+        module_name, _, qualname = str(name).partition(":")
+        try:
+            value = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                value = getattr(value, part)
+            found.add(inspect.unwrap(value).__code__)
+        except Exception:
+            continue
+    return found
 
 
 def watched(fn, library: set, called: set):
@@ -223,48 +207,57 @@ PROFILE_REMOVED = "<profile hook removed>"
 _MISSING = object()
 
 
-def recorder_parts(module, tasks, held_out: bool = False):
+def recorder_parts():
     """A function listing (label, object) for every part of the recorder a learner's code could replace
     to change what gets recorded: compared by identity before and after their code runs."""
     import builtins
+    import types
 
     import torch
 
-    from ..exercises import task as task_module
-    from . import recorder
+    from ..exercises import calling, watches
+    from . import recorder, wire
 
-    classes = {type(t) for t in tasks}
-    spaces = [("builtins", vars(builtins)), *((cls.__name__, vars(cls)) for cls in classes),
-              ("nexttoken.exercises.task", vars(task_module)), ("nexttoken.grading.recorder", vars(recorder)),
-              (module.__name__, vars(module)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
-              ("the recorder", globals())]
-    spaces += [(f"{module.__name__}.{t.name}", getattr(t, "__dict__", {})) for t in tasks]
-    if held_out:
-        from ..exercises import held_out as held_out_module
-        spaces += [("nexttoken.exercises.held_out", vars(held_out_module)),
-                   ("nexttoken.exercises.held_out.CASES", held_out_module.CASES)]
+    spaces = [("builtins", vars(builtins)), ("nexttoken.exercises.calling", vars(calling)),
+              ("nexttoken.exercises.watches", vars(watches)), ("nexttoken.exercises.watches.WATCHES", watches.WATCHES),
+              ("nexttoken.grading.recorder", vars(recorder)), ("nexttoken.grading.wire", vars(wire)),
+              ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)), ("the recorder", globals())]
 
     def parts():
-        return [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
-                if not (label == "builtins" and name.startswith("_"))]  # the REPL's "_" and friends
+        found = [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
+                 if not (label == "builtins" and name.startswith("_"))]  # the REPL's "_" and friends
+        # A function's code and defaults can be swapped in place (f.__code__ = ...): watched too.
+        return found + [(f"{label}.{attribute}", getattr(value, attribute, None)) for label, value in found
+                        if isinstance(value, types.FunctionType)
+                        for attribute in ("__code__", "__defaults__", "__kwdefaults__")]
 
     return parts
+
+
+def read_order(stdin) -> dict | None:
+    """The grader's work order from ``stdin`` (a length line, then that many bytes), or None when the
+    grader sent none."""
+    from .wire import unpack_order
+
+    line = stdin.readline().strip()
+    if not line.isdigit():
+        return None
+    data = stdin.read(int(line))
+    return unpack_order(data)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m nexttoken.grading.recorder")
     parser.add_argument("notebook")
     parser.add_argument("chapter")
-    parser.add_argument("--tasks", required=True)
     parser.add_argument("--skip-cells", default="")
     parser.add_argument("--out-fd", type=int, required=True)
-    parser.add_argument("--held-out", action="store_true", help="the held-out inputs too")
     args = parser.parse_args(argv)
 
     out_fd, write, dumps = args.out_fd, os.write, json.dumps  # held before any learner code runs
-    nonce = sys.stdin.readline().strip()  # known to this process only: the learner's code cannot read stdin
+    stdin = sys.stdin.buffer
+    nonce = stdin.readline().decode("ascii", "replace").strip()  # known to this process only
     devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 0)
 
     def send(message: dict) -> None:  # the nonce first: the grader drops any line not starting with it
         data = (dumps({"nonce": nonce, **message}) + "\n").encode()
@@ -288,16 +281,18 @@ def main(argv=None):
     import torch
 
     torch.set_num_threads(1)
-    from ..exercises import chapter
+    order = read_order(stdin)
+    os.dup2(devnull, 0)  # the learner's code cannot read what the grader sent
+    if order is None:
+        os._exit(0)
+    from ..exercises.calling import run_on
+    from ..exercises.watches import WATCHES
 
-    module = chapter(name)
-    names = module.TASKS if args.tasks == "all" else [n for n in args.tasks.split(",") if n]
-    tasks = [getattr(module, n) for n in names]
-    library = {task.name: library_functions(task) for task in tasks}
+    tasks = order["tasks"]
+    library = {task["name"]: library_codes(task["library"]) for task in tasks}
     skip = {int(n) for n in args.skip_cells.split(",") if n}
-    watch = recorder_parts(module, tasks, args.held_out)
-    before = {label: value for label, value in watch()}
-    runs = {task.name: type(task).run for task in tasks}  # the method itself, before any learner code
+    parts = recorder_parts()
+    before = {label: value for label, value in parts()}
 
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     for number, source in enumerate(code_cells(nb), start=1):
@@ -311,14 +306,15 @@ def main(argv=None):
             send({"cell_error": number, "error": f"{type(exc).__name__}: {exc}"[:MAX_STRING]})
 
     for task in tasks:
-        send({"task": task.name})
-        fn = namespace.get(task.function)
+        send({"task": task["name"]})
+        fn = namespace.get(task["function"])
         called: set = set()
         if not callable(fn):
-            outcomes = [("missing", f"the notebook does not define a function named {task.function}")]
+            outcomes = [("missing", f"the notebook does not define a function named {task['function']}")]
         else:
-            outcomes = runs[task.name](task, watched(fn, library[task.name], called), args.held_out)
-        now = dict(watch())
+            outcomes = run_on(watched(fn, library[task["name"]], called), task["cases"], task["forbid"],
+                              WATCHES.get(task["watch"]), task["arg_names"])
+        now = dict(parts())
         tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
         if PROFILE_REMOVED in called:  # the learner's code switched off the watch for library calls
             called.discard(PROFILE_REMOVED)
@@ -328,7 +324,7 @@ def main(argv=None):
             json.dumps(sent)
         except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
             sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
-        send({"record": task.name, "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]})
+        send({"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]})
     send({"done": True})
     sys.stdout.flush()
     os._exit(0)  # no atexit hooks or threads of the learner's run after the report

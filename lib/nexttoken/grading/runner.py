@@ -15,12 +15,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercises import CHAPTERS, chapter
 from . import sandbox
+from .orders import work_order
 
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
 MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
@@ -57,6 +59,7 @@ class RunResult:
     stopped: Stop | None = None  # None: the recorder finished
     notebook: dict | None = None  # the recorder's message on reading the notebook (chapter or refusal)
     out_of_memory: bool = False  # the kernel's OOM killer acted in this run's cgroup
+    tasks: list = field(default_factory=list)  # the tasks this run was to record, in order
 
 
 def _kill(proc: subprocess.Popen, group: sandbox.Group | None, uid: int | None = None) -> None:
@@ -77,15 +80,21 @@ def _kill(proc: subprocess.Popen, group: sandbox.Group | None, uid: int | None =
         pass
 
 
-def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: list[int]):
+def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: list[int],
+           without_generate: str | None = None):
     """Start the recorder; returns (process, scratch folder or None). ``keep`` are the descriptors the
-    child gets (the caller closes them)."""
+    child gets (the caller closes them). ``without_generate``: the message the library's generate raises
+    in this sandbox, which then has no working ``nexttoken.generate`` (``sandbox.without_generate``)."""
     launch = sandbox.launcher(group)
     if settings.use_sandbox:  # the notebook enters the sandbox through a memfd: no copy on disk
         keep += [sandbox.memfd_with(notebook, "submission.ipynb"),
                  sandbox.memfd_with(sandbox.seccomp_filter(), "seccomp.bpf")]
+        notebook_fd, seccomp_fd, generate_fd = keep[-2], keep[-1], None
+        if without_generate is not None:
+            keep.append(sandbox.memfd_with(sandbox.without_generate(without_generate), "generate.py"))
+            generate_fd = keep[-1]
         cmd = launch + sandbox.bwrap_command(argv(f"{sandbox.SCRATCH}/submission.ipynb"), settings.limits,
-                                             keep[-2], settings.uids[slot], keep[-1])
+                                             notebook_fd, settings.uids[slot], seccomp_fd, generate_fd)
         env, cwd, scratch = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
     else:  # no bubblewrap: a plain process with limits, in a scratch folder
         scratch = tempfile.TemporaryDirectory(prefix="nexttoken-grade-")
@@ -112,24 +121,24 @@ def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: li
 
 
 def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: set[int], settings: Settings,
-             slot: int, budget_end: float) -> RunResult:
-    """Run the recorder once; stop it at the first cell or task that runs past --timeout, at the end of the
-    notebook's budget, or when it sends more than MAX_REPORT bytes. Without a chapter (the first run),
-    the recorder finds it in the notebook and records every task of it."""
+             slot: int, budget_end: float, without_generate: str | None = None) -> RunResult:
+    """Run the recorder once on ``tasks``; stop it at the first cell or task that runs past --timeout, at
+    the end of the notebook's budget, or when it sends more than MAX_REPORT bytes. Without a chapter (the
+    first run), the recorder finds it in the notebook and records every task of it that does not forbid
+    ``nexttoken.generate`` (``first_tasks``); those run in a sandbox without it (``without_generate``,
+    the message its generate raises there)."""
     result = RunResult()
     read_end, write_end = os.pipe()
     keep = [write_end]
 
     def argv(notebook_path: str) -> list[str]:
         return [sys.executable, "-m", "nexttoken.grading.recorder", notebook_path, chapter_name or "auto",
-                "--tasks", ",".join(tasks) if chapter_name else "all",
-                "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end),
-                *(["--held-out"] if settings.held_out else [])]
+                "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end)]
 
     group = scratch = proc = None
     try:
         group = settings.cgroups.new_group(settings.limits) if settings.cgroups is not None else None
-        proc, scratch = _start(notebook, argv, settings, slot, group, keep)
+        proc, scratch = _start(notebook, argv, settings, slot, group, keep, without_generate)
     except BaseException:
         os.close(read_end)
         if group is not None:
@@ -140,14 +149,16 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
             os.close(fd)
     # Messages count only with this run's nonce, which the recorder reads from stdin before any learner
     # code runs: a thread or a leftover process of the learner's cannot forge a record by writing lines.
+    # The work order follows on stdin once the recorder has said which chapter it read (_follow).
     nonce = secrets.token_hex(16)
     try:
         proc.stdin.write(f"{nonce}\n".encode())
-        proc.stdin.close()
+        proc.stdin.flush()
     except OSError:
         pass
+    result.tasks = list(tasks)
     try:
-        _follow(proc, read_end, result, list(tasks), settings.timeout, budget_end, nonce)
+        _follow(proc, read_end, result, result.tasks, settings, budget_end, nonce)
     finally:
         _kill(proc, group, None if settings.use_sandbox else settings.uids[slot])
         os.close(read_end)
@@ -157,6 +168,24 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
         if scratch is not None:
             scratch.cleanup()
     return result
+
+
+GENERATE = "nexttoken.generate"
+
+
+def generate_rule(task) -> str | None:
+    """The message the library's generate raises in the sandbox of a task that forbids it, or None."""
+    from ..exercises.calling import RULE
+
+    rule = task.forbid.get(GENERATE)
+    return None if rule is None else f"{RULE}{GENERATE} was called, but the task says: {rule}"
+
+
+def first_tasks(chapter_name: str) -> list[str]:
+    """The tasks of a chapter that the first run records: those that do not forbid nexttoken.generate.
+    The others are recorded by a run of their own, in a sandbox without it."""
+    module = chapter(chapter_name)
+    return [name for name in module.TASKS if generate_rule(getattr(module, name)) is None]
 
 
 class Lines:
@@ -260,8 +289,26 @@ class Sequence:
         return None
 
 
-def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: int, budget_end: float,
+def _send_order(stdin, order: bytes | None) -> None:
+    """The work order on the recorder's stdin (its length, then its bytes), then stdin closed; without an
+    order, stdin closed: the recorder then ends. In a thread of its own: an order is megabytes, more than
+    a pipe holds, and the recorder reads it while the grader goes on following the run."""
+    try:
+        if order is not None:
+            stdin.write(b"%d\n" % len(order))
+            stdin.write(order)
+    except (OSError, ValueError):  # the recorder is gone: its end is reported by _follow
+        pass
+    finally:
+        try:
+            stdin.close()
+        except (OSError, ValueError):
+            pass
+
+
+def _follow(proc, read_end: int, result: RunResult, tasks: list[str], settings: Settings, budget_end: float,
             nonce: str) -> None:
+    timeout = settings.timeout
     current, started, lines, total = None, time.monotonic(), Lines(nonce), 0
     sequence = Sequence(tasks)
     while True:
@@ -299,8 +346,16 @@ def _follow(proc, read_end: int, result: RunResult, tasks: list[str], timeout: i
                     result.stopped = Stop(None, "error", "the recorder did not first say what it read")
                     return
                 result.notebook = message
-                if not tasks and message.get("chapter") in CHAPTERS:  # the first run: every task of it
-                    tasks.extend(chapter(message["chapter"]).TASKS)
+                name = message.get("chapter")
+                order = None
+                if message.get("notebook") == "read" and name in CHAPTERS \
+                        and settings.chapter in (None, name):  # another chapter than the assignment's: no order
+                    if not tasks:  # the first run: every task of it that may use the library's generate
+                        tasks.extend(first_tasks(name) if settings.use_sandbox else chapter(name).TASKS)
+                    order = work_order(name, tasks, settings.held_out)
+                threading.Thread(target=_send_order, args=(proc.stdin, order), daemon=True).start()
+                if order is None:
+                    return
                 continue
             wrong = sequence.check(message, current)
             if wrong is not None:

@@ -2,7 +2,8 @@
 
 Isolation comes from bubblewrap (``bwrap``, Debian/Ubuntu package ``bubblewrap``), never from the grader's
 good behaviour: the sandboxed process sees the system, the Python installation and the ``nexttoken``
-package read-only (its solutions file hidden: ``withheld_files``); its own notebook copy in a private ``/submission``; a private ``/tmp`` and ``HOME``
+package read-only, less the judging half of the exercises (tasks, references, held-out inputs, solutions:
+``hidden_files``); its own notebook copy in a private ``/submission``; a private ``/tmp`` and ``HOME``
 (small tmpfs that vanish with it); no network; its own PID namespace (it cannot see the grader, other
 submissions or their processes), and it dies with the grader. When the sandbox's first process exits, the
 kernel kills everything else in its PID namespace, so nothing it started outlives it.
@@ -493,13 +494,56 @@ def _python_roots() -> list[str]:
     return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
 
 
-def withheld_files() -> list[str]:
-    """Files of the package no submission may read, which the sandbox hides (an empty /dev/null bound over
-    each): the solution notebooks' code (exercises/solutions.json), which grading never needs."""
+# The files of nexttoken.exercises that judge (tasks, references, known mistakes, held-out inputs, the
+# solutions, the stored examples): hidden in the sandbox, where only calling.py and watches.py are needed.
+JUDGING_FILES = ("task.py", "feedback.py", "generated.py", "common.py", "held_out.py", "ch01.py", "ch02.py", "ch03.py", "ch04.py", "ch05.py",
+                 "ch06.py", "ch07.py", "solutions.json", "cases.json")
+
+
+def hidden_files() -> tuple[list[str], list[str], str | None]:
+    """What the sandbox hides of the package: (files that read as empty there, folders that are empty there,
+    the ``nexttoken.exercises`` package's ``__init__.py``, which reads as ``sandboxed_exercises.py``
+    there). The judging half of the exercises lives in those files: the submission runs beside the
+    calling half only. The folders are the compiled copies (``__pycache__``) of those files."""
+    import importlib
+
     import nexttoken
 
-    found = Path(nexttoken.__file__).resolve().parent / "exercises" / "solutions.json"
-    return [str(found)] if found.is_file() else []
+    exercises = Path(nexttoken.__file__).resolve().parent / "exercises"
+    for name in JUDGING_FILES:  # compiled now, if they ever are, so that their __pycache__ exists to hide
+        if name.endswith(".py") and (exercises / name).is_file():
+            try:
+                importlib.import_module(f"nexttoken.exercises.{name[:-3]}")
+            except ImportError:  # held_out.py in a student build
+                pass
+    files = [str(exercises / name) for name in JUDGING_FILES if (exercises / name).is_file()]
+    folders = [str(exercises / "__pycache__")] if (exercises / "__pycache__").is_dir() else []
+    init = exercises / "__init__.py"
+    return files, folders, str(init) if init.is_file() else None
+
+
+def without_generate(message: str) -> bytes:
+    """``nexttoken/generate.py`` as a sandbox shows it to the tasks that forbid ``nexttoken.generate``
+    (``bwrap_command(generate_fd=...)``): the same module (greedy, sample, temperature, ...), with the body
+    of ``generate`` replaced by raising ``message``. The loop the learner is to write is then nowhere in the
+    process to call, save beforehand, reload or read: neither the file nor its compiled copy has it."""
+    import ast
+
+    source, _ = generate_files()
+    tree = ast.parse(Path(source).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "generate":
+            node.body = [ast.Raise(exc=ast.Call(func=ast.Name("RuntimeError", ast.Load()),
+                                                args=[ast.Constant(message)], keywords=[]), cause=None)]
+    return ast.unparse(ast.fix_missing_locations(tree)).encode()
+
+
+def generate_files() -> tuple[str, list[str]]:
+    """The library's ``generate.py`` and its compiled copies (what ``without_generate`` stands in for)."""
+    import nexttoken  # noqa: F401 (its generate module, by name: nexttoken.generate is the function)
+
+    path = Path(sys.modules["nexttoken.generate"].__file__).resolve()
+    return str(path), sorted(str(p) for p in (path.parent / "__pycache__").glob("generate.*.pyc"))
 
 
 def _system_binds() -> list[str]:
@@ -540,11 +584,12 @@ def prlimit_args(limits: Limits, processes: bool = True) -> list[str]:
 
 
 def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | None,
-                  seccomp_fd: int | None = None) -> list[str]:
+                  seccomp_fd: int | None = None, generate_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` in a fresh sandbox. ``notebook_fd`` is read into
     /submission/submission.ipynb (a copy on the sandbox's tmpfs; nothing of it lands on the host's disk).
     ``uid`` is the sandbox's user id when the grader is root (``allocate_uids``); ``seccomp_fd`` holds the
-    filter (``seccomp_filter``) that bwrap loads for everything the command runs."""
+    filter (``seccomp_filter``) that bwrap loads for everything the command runs; ``generate_fd``, where
+    given, holds the ``generate.py`` the sandbox sees in place of the library's (``without_generate``)."""
     size = str(limits.tmp_mb * 1024 * 1024)
     cmd = [bwrap_path() or "bwrap"]
     cmd += _system_binds()
@@ -561,8 +606,18 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | 
     made: set = {"/tmp", "/home"}
     for root in _python_roots():
         cmd += _mkdirs(root, made) + ["--ro-bind", root, root]
-    for secret in withheld_files():  # the package's solutions: an empty device in their place
-        cmd += ["--ro-bind", "/dev/null", secret]
+    files, folders, init = hidden_files()  # the judging half of the exercises: not in the sandbox
+    for hidden in files:
+        cmd += ["--ro-bind", "/dev/null", hidden]
+    for hidden in folders:
+        cmd += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
+    if init is not None:
+        cmd += ["--ro-bind", str(Path(__file__).with_name("sandboxed_exercises.py")), init]
+    if generate_fd is not None:
+        source, compiled = generate_files()
+        cmd += ["--perms", "0644", "--ro-bind-data", str(generate_fd), source]
+        for hidden in compiled:
+            cmd += ["--ro-bind", "/dev/null", hidden]
     cmd += ["--chdir", SCRATCH, "--hostname", "sandbox",
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
@@ -602,7 +657,7 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
     except SandboxError as exc:
         return str(exc)
     try:
-        probe = [sys.executable, "-c", "import nexttoken.exercises.task, nexttoken.grading.recorder"]
+        probe = [sys.executable, "-c", "import nexttoken.exercises.calling, nexttoken.grading.recorder"]
         cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
         result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:

@@ -1,20 +1,30 @@
-"""The one data format between the sandbox and the grader, with its one table of limits.
+"""The one data format between the sandbox and the grader, both ways, with its one table of limits.
 
-Inside the sandbox the recorder turns each output of a learner's function into plain JSON data with
+In: the grader's *work order* (``pack_order``), what the sandbox is to call: each task's function name,
+its rules and checks of how by name, and its test inputs as data (tensors, numbers, and models as their
+configuration and weights), the held-out ones among them unnamed. Never a reference, an expected output or
+a task's code: the sandbox rebuilds the inputs with ``unpack_order`` and calls the learner's functions on
+them (``recorder``).
+
+Out: inside the sandbox the recorder turns each output of a learner's function into plain JSON data with
 ``encode``, cut down to the limits below; outside, the grader trusts none of it and rebuilds it with
 ``decode_outcomes``, which refuses anything beyond the same limits. A task's ``run`` (nexttoken.exercises)
 keeps lists within ``MAX_LIST`` too, so ``check()`` in a notebook sees what the grader sees.
 
-Tensors travel as ``{"dtype", "shape", "data"}``, data being base64 of the contiguous bytes.
+Tensors travel out as ``{"dtype", "shape", "data"}``, data being base64 of the contiguous bytes.
 """
 
 import base64
 import binascii
+import dataclasses
+import io
 
 import torch
 
+from ..exercises.calling import MAX_LIST  # items of one list or tuple
+from ..model import Decoder, DecoderConfig
+
 MAX_STRING = 1000  # characters of a string output or an error message
-MAX_LIST = 64  # items of one list or tuple
 MAX_DEPTH = 4  # levels of nested lists
 MAX_ITEMS = 10_000  # values in one task's outputs, counted over nested lists
 MAX_NUMEL = 1 << 22  # elements of one tensor
@@ -101,3 +111,71 @@ def decode_tensor(value: dict) -> torch.Tensor:
     if numel == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+
+
+# --- the work order, into the sandbox ---
+
+def pack_order(order: dict) -> bytes:
+    """The grader's work order as bytes: ``order["tasks"][i]["cases"]`` hold the tasks' test inputs as
+    Python objects (tensors, numbers, lists, tuples, None, Decoders, DecoderConfigs, torch.Generators);
+    everything else in it is plain data. A Decoder used by two inputs stays one model on the other side
+    (a task may call one model twice on purpose)."""
+    models: dict[int, int] = {}
+    table: list[dict] = []
+
+    def pack(value):
+        if isinstance(value, torch.Tensor):
+            return value.detach().clone()
+        if isinstance(value, Decoder):
+            if id(value) not in models:
+                models[id(value)] = len(table)
+                table.append({"config": dataclasses.asdict(value.config), "training": value.training,
+                              "state": {k: v.detach().clone() for k, v in value.state_dict().items()}})
+            return {"model": models[id(value)]}
+        if isinstance(value, DecoderConfig):
+            return {"config": dataclasses.asdict(value)}
+        if isinstance(value, torch.Generator):
+            return {"generator": value.get_state()}
+        if isinstance(value, tuple):
+            return {"tuple": [pack(v) for v in value]}
+        if isinstance(value, list):
+            return [pack(v) for v in value]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise TypeError(f"a test input of type {type(value).__name__} has no form in the work order")
+
+    tasks = [{**task, "cases": [pack(tuple(args)) for args in task["cases"]]} for task in order["tasks"]]
+    buffer = io.BytesIO()
+    torch.save({**order, "tasks": tasks, "models": table}, buffer)
+    return buffer.getvalue()
+
+
+def unpack_order(data: bytes) -> dict:
+    """The work order with its inputs rebuilt as Python objects (``pack_order``'s inverse). Inside the
+    sandbox, before any learner code runs."""
+    order = torch.load(io.BytesIO(data), weights_only=True)
+    models = []
+    for entry in order.pop("models"):
+        with torch.random.fork_rng():  # building a model draws weights: keep the global random state as it was
+            model = Decoder(DecoderConfig(**entry["config"]))
+        model.load_state_dict(entry["state"])
+        models.append(model.train(entry["training"]))
+
+    def unpack(value):
+        if isinstance(value, list):
+            return [unpack(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if "model" in value:
+            return models[value["model"]]
+        if "config" in value:
+            return DecoderConfig(**value["config"])
+        if "generator" in value:
+            generator = torch.Generator()
+            generator.set_state(value["generator"])
+            return generator
+        return tuple(unpack(v) for v in value["tuple"])
+
+    for task in order["tasks"]:
+        task["cases"] = [unpack(case) for case in task["cases"]]
+    return order

@@ -1,0 +1,189 @@
+"""How a check talks about values: describing an input, showing a small tensor, comparing an output with
+the expected one and saying where it differs, and what a wrong prediction may be told without the answer.
+The judging half's words (``task.Task.judge``); nothing here runs the learner's code.
+"""
+
+import dataclasses
+import numbers
+
+import torch
+
+from ..model import Decoder
+from .calling import counted
+
+SMALL = 24  # outputs with at most this many entries are printed in full in feedback
+SMALL_INPUT = 12  # inputs, likewise (longer ones are described by dtype and shape)
+
+
+def describe(value) -> str:
+    """A short, readable description of a test input or an output."""
+    if isinstance(value, Decoder):
+        c = value.config
+        mode = f", dropout {c.dropout}, in training mode" if value.training and c.dropout else ""
+        return (f"a small random Decoder (vocab {c.vocab_size}, context {c.context_length}, "
+                f"d_model {c.d_model}, {counted(c.n_layers, 'layer')}{mode})")
+    if isinstance(value, torch.Tensor):
+        if value.numel() <= SMALL_INPUT:
+            return show(value)
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}"
+    if isinstance(value, torch.Generator):
+        return "a torch.Generator"
+    if dataclasses.is_dataclass(value):
+        return repr(value)  # a config is shown whole: the field that matters may be the last one
+    if isinstance(value, (list, tuple)) and len(value) <= 6:
+        return "(" + ", ".join(describe(v) for v in value) + ")"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _round(values):
+    """Floats to 4 decimals, or 4 significant digits when smaller (a tiny probability is not 0)."""
+    if isinstance(values, list):
+        return [_round(v) for v in values]
+    return round(values, 4) if abs(values) >= 1e-3 or values == 0 else float(f"{values:.4g}")
+
+
+def show(t: torch.Tensor) -> str:
+    """A small tensor in full, floats rounded (see _round), with its dtype when it is not the default."""
+    values = _round(t.double().tolist()) if t.is_floating_point() else t.tolist()
+    suffix = "" if t.dtype in (torch.float32, torch.int64, torch.bool) else f", dtype={t.dtype}"
+    return f"tensor({values}{suffix})"
+
+
+def _kind(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "a bool tensor"
+    if dtype.is_floating_point:
+        return f"a float tensor ({dtype})"
+    return f"an integer tensor ({dtype})"
+
+
+def first_difference(expected: torch.Tensor, got: torch.Tensor, atol: float = 1e-4) -> str:
+    """Where two tensors of the same shape first differ: that row of both, a few values either side of
+    the difference, and how many entries differ in all."""
+    e, g = expected.double(), got.double()
+    if expected.is_floating_point():
+        close = torch.isclose(g, e, atol=atol, rtol=1e-4, equal_nan=True)
+    else:
+        close = e == g
+    where = (~close).nonzero()
+    if len(where) == 0 or expected.dim() == 0:
+        return ""
+    index = [int(i) for i in where[0]]
+    row, col = tuple(index[:-1]), index[-1]
+    lo, hi = max(0, col - 3), min(expected.shape[-1], col + 4)
+    fmt = (lambda x: f"{x:.4g}") if expected.is_floating_point() else (lambda x: f"{int(x)}")
+
+    def around(t):
+        values = ", ".join(fmt(x) for x in t[row][lo:hi].tolist())
+        return f"[{'..., ' if lo else ''}{values}{', ...' if hi < t.shape[-1] else ''}]"
+    return (f"first difference at index {index}: expected {fmt(e[tuple(index)].item())}, "
+            f"got {fmt(g[tuple(index)].item())}; {len(where)} of {expected.numel()} "
+            f"{'entry differs' if expected.numel() == 1 else 'entries differ'}\n"
+            f"   in row {list(row)}, entries {lo} to {hi - 1}:\n"
+            f"   expected {around(e)}\n"
+            f"   got      {around(g)}")
+
+
+def side_by_side(expected, got) -> str:
+    """Expected and got, in full when small."""
+    def one(v):
+        if isinstance(v, torch.Tensor):
+            return show(v) if v.numel() <= SMALL else f"a {v.dtype} tensor of shape {tuple(v.shape)}"
+        return describe(v)
+    return f"expected: {one(expected)}\n   got:      {one(got)}"
+
+
+def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tuple[str, str] | None:
+    """None if ``got`` is right; else (what is wrong, the evidence: expected vs got or first difference)."""
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            return (f"{what} should be a tuple of {len(expected)} values, but it is {describe(got)}",
+                    "")
+        for i, (e, g) in enumerate(zip(expected, got)):
+            problem = compare(e, g, f"element {i} of {what}", atol)
+            if problem:
+                return problem
+        return None
+    if isinstance(expected, bool) or not isinstance(expected, (int, float, torch.Tensor)):
+        raise TypeError(f"the reference returned {type(expected).__name__}: no comparison for it")
+    if isinstance(expected, (int, float)):
+        if isinstance(got, torch.Tensor) and got.numel() == 1:
+            got = got.item()
+        if isinstance(expected, int):  # any integer type will do (int, numpy.int64, a 0-d int tensor)
+            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+                return (f"{what} should be an integer (a count is a whole number, int), but it is "
+                        f"{describe(got)}", "")
+            if got != expected:
+                return f"{what} is wrong", f"expected: {expected}\n   got:      {got}"
+            return None
+        if isinstance(got, bool) or not isinstance(got, numbers.Real):
+            return f"{what} should be a number, but it is {describe(got)}", ""
+        if abs(got - expected) > atol + 1e-4 * abs(expected):
+            return f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}"
+        return None
+    if not isinstance(got, torch.Tensor):
+        return f"{what} should be a torch.Tensor, but it is {describe(got)}", ""
+    if got.device.type != "cpu":
+        return f"{what} is on {got.device}, but the inputs are on the CPU: keep it there", ""
+    if tuple(got.shape) != tuple(expected.shape):
+        return (f"{what} has the wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}",
+                side_by_side(expected, got) if max(got.numel(), expected.numel()) <= SMALL else "")
+    if got.dtype != expected.dtype:
+        if expected.dtype == torch.int64:
+            why = "token ids are int64 (torch.long): indexing, embeddings and torch.cat expect it"
+        elif expected.dtype == torch.bool:
+            why = "a mask is a bool tensor (True/False), so that ~mask and masked_fill work on it"
+        else:
+            why = "keep the dtype of the inputs (did a Python float, .double() or an int tensor slip in?)"
+        return (f"{what} should be {_kind(expected.dtype)}, but it is {_kind(got.dtype)}: {why}",
+                side_by_side(expected, got) if got.numel() <= SMALL else "")
+    if expected.is_floating_point():
+        ok = torch.allclose(got.double(), expected.double(), atol=atol, rtol=1e-4, equal_nan=True)
+    else:
+        ok = torch.equal(got, expected)
+    if ok:
+        return None
+    if torch.isnan(got.double()).any() and not torch.isnan(expected.double()).any():
+        summary = f"{what} holds NaN where the right answer has numbers"
+    else:
+        summary = f"{what} has the right shape and dtype but wrong values"
+    evidence = side_by_side(expected, got) if got.numel() <= SMALL else first_difference(expected, got, atol)
+    return summary, evidence
+
+
+def matches(wrong_output, got) -> bool:
+    """Loosely equal (values only), for recognising a known mistake."""
+    try:
+        if isinstance(wrong_output, torch.Tensor) and isinstance(got, torch.Tensor):
+            if wrong_output.shape != got.shape:
+                return False
+            return bool(torch.allclose(got.double(), wrong_output.double(), atol=1e-4, rtol=1e-4, equal_nan=True))
+        if isinstance(wrong_output, (tuple, list)) and isinstance(got, (tuple, list)):
+            return len(wrong_output) == len(got) and all(matches(w, g) for w, g in zip(wrong_output, got))
+        if isinstance(wrong_output, (int, float)) and isinstance(got, (int, float)) and not isinstance(got, bool):
+            return abs(wrong_output - got) <= 1e-6 * max(1.0, abs(wrong_output))
+    except Exception:
+        return False
+    return False
+
+
+def hidden_input(name: str) -> str:
+    """How feedback names a held-out input without showing it."""
+    return f"the held-out test \"{name}\" (held-out inputs and expected outputs are not shown)"
+
+
+def unrevealed(expected, got) -> str:
+    """The evidence of a wrong prediction without the right answer: what was predicted, and which way a
+    number is off or how many entries of a tensor are wrong (not which ones: that would be the answer)."""
+    if isinstance(expected, (int, float)) and not isinstance(got, bool) and isinstance(got, numbers.Real):
+        return f"got:      {got}, which is too {'high' if got > expected else 'low'}"
+    if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and got.shape == expected.shape:
+        wrong = int((got.double() != expected.double()).sum())
+        shown = show(got) if got.numel() <= SMALL else f"a {got.dtype} tensor of shape {tuple(got.shape)}"
+        if wrong == 0:  # the values are right, their type is not (the summary says which)
+            return f"got:      {shown}"
+        if got.numel() == 1:
+            return f"got:      {shown}, with its only entry wrong"
+        return f"got:      {shown}, with {wrong} of its {got.numel()} entries wrong"
+    return f"got:      {describe(got)}"

@@ -1,0 +1,170 @@
+"""The trust boundary, attacked through real sandboxes (issue 43): the submission's process holds no
+reference, solution, held-out name or expected output, so reading, aliasing or patching what is there can
+at most cost the attacker its own marks; an honest classmate in the same batch keeps full marks."""
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from test_grade import HEADER, notebook
+from test_grade_forged import OTHERS, RIGHT_MASK
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
+                                 reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
+
+CH02 = [f"ch02.q{i}" for i in range(1, 6)]
+
+# causal_mask answers right only after looking for the judging half inside the sandbox; what it finds
+# it raises, so the row's reason names it.
+LOOKS = ("def causal_mask(T):\n"
+         "    import importlib, os, nexttoken.exercises as e\n"
+         "    folder = os.path.dirname(e.__file__)\n"
+         "    found = [n for n in ('task.py', 'common.py', 'held_out.py', 'ch02.py', 'solutions.json', 'cases.json')\n"
+         "             if os.path.getsize(os.path.join(folder, n))]\n"
+         "    cache = os.path.join(folder, '__pycache__')\n"
+         "    found += os.listdir(cache) if os.path.isdir(cache) else []\n"
+         "    for name in ('ch02', 'held_out', 'task', 'common'):\n"
+         "        try:\n"
+         "            module = importlib.import_module('nexttoken.exercises.' + name)\n"
+         "            found += [f'{name}.{k}' for k in vars(module) if not k.startswith('__')]\n"
+         "        except ModuleNotFoundError:  # a file that reads as a device is no module\n"
+         "            pass\n"
+         "    for name in ('nexttoken.grading.orders', 'nexttoken.grading.judge'):\n"
+         "        try:\n"
+         "            importlib.import_module(name)\n"
+         "            if name.endswith('orders'):\n"
+         "                found.append(name)\n"
+         "        except Exception:\n"
+         "            pass\n"
+         "    if found:\n"
+         "        raise RuntimeError(f'found {found[:8]}')\n"
+         + RIGHT_MASK)
+
+
+def read(path) -> dict:
+    with open(path, newline="", encoding="utf-8") as f:
+        found = {}
+        for r in csv.DictReader(f):
+            found.setdefault(r["submission"], {})[r["task"]] = (r["status"], r["points"], r["reason"])
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    d = tmp_path_factory.mktemp("boundary")
+    notebooks = {
+        "honest.ipynb": [HEADER, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
+        "looks.ipynb": [HEADER, LOOKS, *OTHERS],
+        # The reference, by name, as a learner would alias it (it was importable inside before).
+        "alias.ipynb": [HEADER, "causal_mask = ch02.q1.reference\n", *OTHERS],
+        "alias_import.ipynb": [HEADER, "from nexttoken.exercises.ch02 import q1\ncausal_mask = q1.reference\n",
+                               *OTHERS],
+        # The calling half's code swapped in place (f.__code__ = ...), from an assignment that runs.
+        "code_swap.ipynb": [HEADER, "import nexttoken.exercises.calling as calling\n"
+                                    "_swap = setattr(calling.changed_argument, '__code__', (lambda *a: None).__code__)\n",
+                            "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
+    }
+    for name, cells in notebooks.items():
+        notebook(d / name, *cells)
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--held-out", "--out", "grades.csv",
+                           "--jobs", "2", "--", *notebooks], cwd=d, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return read(d / "grades.csv")
+
+
+def test_the_judging_half_is_not_in_the_sandbox(graded):
+    status, points, reason = graded["looks.ipynb"]["ch02.q1"]
+    assert (status, points) == ("passed", "1"), reason
+
+
+def test_an_alias_of_the_reference_gets_nothing(graded):
+    for name in ("alias.ipynb", "alias_import.ipynb"):
+        rows = graded[name]
+        assert rows["ch02.q1"][:2] in (("failed", "0"), ("error", "0"), ("missing", "0")), (name, rows["ch02.q1"])
+        assert all(rows[t][:2] == ("passed", "1") for t in CH02[1:]), (name, rows)
+
+
+def test_code_swapped_in_the_calling_half_is_reported_and_costs_only_the_swapper(graded):
+    rows = graded["code_swap.ipynb"]
+    assert all(status == "error" and points == "0" and "replaced part of the grader's recorder" in reason
+               and "changed_argument.__code__" in reason for status, points, reason in rows.values()), rows
+
+
+def test_the_honest_classmate_keeps_full_marks(graded):
+    assert sorted(graded) == sorted(["honest.ipynb", "looks.ipynb", "alias.ipynb", "alias_import.ipynb",
+                                     "code_swap.ipynb"])
+    assert {t: r[:2] for t, r in graded["honest.ipynb"].items()} == {t: ("passed", "1") for t in CH02}
+
+
+# Ways to call the library's generate in a task that forbids it (ch05.q2), each a last cell that redefines
+# generate_greedy in an otherwise right notebook. The task runs in a sandbox whose generate.py has no loop.
+SNEAKS = {
+    # saved before the rule is set: a copy of the function made from its code object
+    "saved_code": "import inspect, types, nexttoken\n"
+                  "def _copy(f):\n"
+                  "    f = inspect.unwrap(f)  # under torch.no_grad's wrapper\n"
+                  "    g = types.FunctionType(f.__code__, f.__globals__, 'g', f.__defaults__, f.__closure__)\n"
+                  "    g.__kwdefaults__ = f.__kwdefaults__\n"
+                  "    return g\n"
+                  "_saved = _copy(nexttoken.generate)\n"
+                  "def generate_greedy(model, input_ids, max_new_tokens):\n"
+                  "    return _saved(model, input_ids, max_new_tokens)\n",
+    # the module loaded again from its file
+    "reloaded": "def generate_greedy(model, input_ids, max_new_tokens):\n"
+                "    import importlib, sys\n"
+                "    module = importlib.reload(sys.modules['nexttoken.generate'])\n"
+                "    return module.generate(model, input_ids, max_new_tokens)\n",
+    # a tensor subclass whose detach (which reading an output used to call, after the rule) runs it
+    "subclass": "import nexttoken\n"
+                "class Later(torch.Tensor):\n"
+                "    @classmethod\n"
+                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                "        if getattr(func, '__name__', '') == 'detach':\n"
+                "            return nexttoken.generate(*Later.call)\n"
+                "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+                "def generate_greedy(model, input_ids, max_new_tokens):\n"
+                "    Later.call = (model, input_ids, max_new_tokens)\n"
+                "    return input_ids.as_subclass(Later)\n",
+}
+CH05 = [f"ch05.q{i}" for i in range(1, 6)]
+
+
+@pytest.fixture(scope="module")
+def sneaks(tmp_path_factory):
+    import nbformat
+
+    d = tmp_path_factory.mktemp("sneaks")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for name in ("ch05", "ch07"):
+        shutil.copy(os.path.join(root, "solutions", f"{name}.ipynb"), d / f"honest_{name}.ipynb")
+    for label, cell in SNEAKS.items():
+        nb = nbformat.read(os.path.join(root, "solutions", "ch05.ipynb"), as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(cell))
+        nbformat.write(nb, d / f"{label}.ipynb")
+    names = ["honest_ch05.ipynb", "honest_ch07.ipynb", *(f"{label}.ipynb" for label in SNEAKS)]
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "2", "--",
+                           *names], cwd=d, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return read(d / "grades.csv")
+
+
+def test_the_library_generate_is_out_of_reach_of_a_task_that_forbids_it(sneaks):
+    """Without bubblewrap (--no-sandbox) "saved_code" and "reloaded" get full marks: the rule is then only
+    calling.forbidding, in the learner's process. In a sandbox without generate, the rule is what they meet."""
+    for label in SNEAKS:
+        rows = sneaks[f"{label}.ipynb"]
+        assert rows["ch05.q2"][:2] == ("failed", "0"), (label, rows["ch05.q2"])
+        if label != "subclass":  # that one now reads its output as a plain tensor: the prompt alone, too short
+            assert rows["ch05.q2"][2].startswith("forbidden call: nexttoken.generate"), (label, rows["ch05.q2"])
+        assert all(rows[t][:2] == ("passed", "1") for t in CH05 if t != "ch05.q2"), (label, rows)
+
+
+def test_right_answers_pass_in_both_runs(sneaks):
+    """The tasks that forbid generate run in a sandbox without it; the others, with it: all pass."""
+    for name in ("honest_ch05.ipynb", "honest_ch07.ipynb"):
+        assert all(r[:2] == ("passed", "1") for r in sneaks[name].values()), (name, sneaks[name])
+    assert len(sneaks["honest_ch07.ipynb"]) == 4
