@@ -164,6 +164,20 @@ def forward_by_calling_the_model(model, input_ids):
     return model(input_ids)
 
 
+# issue 43: through the class, and through the function saved before the rule is set
+_saved_forward = nexttoken.Decoder.forward_unchecked
+
+
+@mutant("q2", expect="without calling model(...)")
+def forward_through_the_class(model, input_ids):
+    return nexttoken.Decoder.forward(model, input_ids)
+
+
+@mutant("q2", expect="without calling model(...)")
+def forward_saved_beforehand(model, input_ids):
+    return _saved_forward(model, input_ids)
+
+
 @mutant("q2", expect=None)
 def layer_norm_without_parameters(model, input_ids):
     x = _embed(model, input_ids)

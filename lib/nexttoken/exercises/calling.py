@@ -101,6 +101,12 @@ def forbidding(rules: dict[str, str], args):
                     for name in ("forward", "forward_unchecked", "run"):  # model(x), model.forward(x), ...: every door in
                         object.__setattr__(model, name, refuse)
                         undo.append(lambda m=model, n=name: object.__delattr__(m, n))
+                # and through the class (Decoder.forward(model, x)) or the function saved under another name:
+                # the class's own functions raise too (model.run is forward_unchecked)
+                for function in (Decoder.forward, Decoder.forward_unchecked):
+                    function = inspect.unwrap(function)
+                    code, function.__code__ = function.__code__, _raising_code(message)
+                    undo.append(lambda f=function, c=code: setattr(f, "__code__", c))
             elif call == "torch.softmax":
                 mode = _NoSoftmax(message)
                 mode.__enter__()
