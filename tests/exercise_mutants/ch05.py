@@ -59,60 +59,122 @@ def sampled(model, input_ids):
     return torch.cat([input_ids, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(0))], dim=1)
 
 
-# q2: generate_greedy
+# q2: generate_greedy, which returns (ids, log_prob)
+def _scored(model, input_ids, max_new_tokens, read=lambda ids, prompt: ids, position=-1, score="log_softmax"):
+    """A learner's scored loop: ``read`` what the model reads, ``score`` what is added up per step."""
+    ids, total = input_ids, torch.zeros(input_ids.shape[0])
+    for _ in range(max_new_tokens):
+        logits = model(read(ids, input_ids))[:, position]
+        token = logits.argmax(-1)
+        values = {"log_softmax": torch.log_softmax(logits, -1), "softmax": torch.softmax(logits, -1),
+                  "logits": logits, "log_of_softmax": torch.softmax(logits, -1).log()}[score]
+        total = total + values.gather(-1, token[:, None])[:, 0]
+        ids = torch.cat([ids, token[:, None]], dim=1)
+    return ids, total
+
+
 @mutant("q2", expect="every new token is the same")
 def refeeds_the_prompt(model, input_ids, max_new_tokens):
-    ids = input_ids
-    for _ in range(max_new_tokens):
-        ids = torch.cat([ids, _greedy(model, input_ids)[:, None]], dim=1)
-    return ids
-
-
-@mutant("q2", expect="every new token is the same")
-def computes_once(model, input_ids, max_new_tokens):
-    next_token = _greedy(model, input_ids)
-    return torch.cat([input_ids] + [next_token[:, None]] * max_new_tokens, dim=1)
+    return _scored(model, input_ids, max_new_tokens, read=lambda ids, prompt: prompt)
 
 
 @mutant("q2", expect="only the newest token")
 def feeds_last_token(model, input_ids, max_new_tokens):
-    ids = input_ids
-    for _ in range(max_new_tokens):
-        ids = torch.cat([ids, _greedy(model, ids[:, -1:])[:, None]], dim=1)
-    return ids
+    return _scored(model, input_ids, max_new_tokens, read=lambda ids, prompt: ids[:, -1:])
 
 
 @mutant("q2", expect="row 0's tokens")
 def row_zero_logits(model, input_ids, max_new_tokens):
-    ids = input_ids
+    ids, total = input_ids, torch.zeros(input_ids.shape[0])
     for _ in range(max_new_tokens):
-        next_token = model(ids)[0, -1].argmax().expand(ids.shape[0])
-        ids = torch.cat([ids, next_token[:, None]], dim=1)
-    return ids
+        log_probs = torch.log_softmax(model(ids)[0, -1], -1)
+        token = log_probs.argmax().expand(ids.shape[0])
+        total = total + log_probs[token]
+        ids = torch.cat([ids, token[:, None]], dim=1)
+    return ids, total
 
 
 @mutant("q2", expect="new tokens after the prompt")
 def one_step_too_many(model, input_ids, max_new_tokens):
-    ids = input_ids
-    for _ in range(max_new_tokens + 1 if max_new_tokens else 0):
-        ids = torch.cat([ids, _greedy(model, ids)[:, None]], dim=1)
-    return ids
+    return _scored(model, input_ids, max_new_tokens + 1 if max_new_tokens else 0)
 
 
 @mutant("q2", expect="first position")
 def first_position_each_step(model, input_ids, max_new_tokens):
-    ids = input_ids
-    for _ in range(max_new_tokens):
-        ids = torch.cat([ids, model(ids)[:, 0].argmax(-1)[:, None]], dim=1)
-    return ids
+    return _scored(model, input_ids, max_new_tokens, position=0)
 
 
 @mutant("q2", expect="new tokens")
 def returns_only_new_tokens(model, input_ids, max_new_tokens):
-    ids = input_ids
+    ids, total = _scored(model, input_ids, max_new_tokens)
+    return ids[:, input_ids.shape[1]:], total
+
+
+@mutant("q2", expect="returned only the sequence")
+def forgets_the_score(model, input_ids, max_new_tokens):
+    return _scored(model, input_ids, max_new_tokens)[0]
+
+
+@mutant("q2", expect="adds up probabilities")
+def sums_probabilities(model, input_ids, max_new_tokens):
+    return _scored(model, input_ids, max_new_tokens, score="softmax")
+
+
+@mutant("q2", expect="product of the chosen tokens' probabilities")
+def multiplies_probabilities(model, input_ids, max_new_tokens):
+    ids, total = input_ids, torch.ones(input_ids.shape[0])
     for _ in range(max_new_tokens):
-        ids = torch.cat([ids, _greedy(model, ids)[:, None]], dim=1)
-    return ids[:, input_ids.shape[1]:]
+        probs = torch.softmax(model(ids)[:, -1], -1)
+        token = probs.argmax(-1)
+        total = total * probs.gather(-1, token[:, None])[:, 0]
+        ids = torch.cat([ids, token[:, None]], dim=1)
+    return ids, total
+
+
+@mutant("q2", expect="sums the chosen tokens' logits")
+def sums_logits(model, input_ids, max_new_tokens):
+    return _scored(model, input_ids, max_new_tokens, score="logits")
+
+
+@mutant("q2", expect="averages the log-probabilities")
+def averages(model, input_ids, max_new_tokens):
+    ids, total = _scored(model, input_ids, max_new_tokens)
+    return ids, total / max(max_new_tokens, 1)
+
+
+@mutant("q2", expect="only the last step's")
+def keeps_the_last_step(model, input_ids, max_new_tokens):
+    ids, total = input_ids, torch.zeros(input_ids.shape[0])
+    for _ in range(max_new_tokens):
+        log_probs = torch.log_softmax(model(ids)[:, -1], -1)
+        token = log_probs.argmax(-1)
+        total = log_probs.gather(-1, token[:, None])[:, 0]
+        ids = torch.cat([ids, token[:, None]], dim=1)
+    return ids, total
+
+
+@mutant("q2", expect=None)
+def scores_the_runner_up(model, input_ids, max_new_tokens):  # the log-probability of the second-best token
+    ids, total = input_ids, torch.zeros(input_ids.shape[0])
+    for _ in range(max_new_tokens):
+        log_probs = torch.log_softmax(model(ids)[:, -1], -1)
+        top = log_probs.topk(2, dim=-1)
+        total = total + top.values[:, 1]
+        ids = torch.cat([ids, top.indices[:, :1]], dim=1)
+    return ids, total
+
+
+@mutant("q2", expect=None)
+def counts_the_prompt_too(model, input_ids, max_new_tokens):  # adds log p of the prompt's own tokens
+    ids, total = _scored(model, input_ids, max_new_tokens)
+    if input_ids.shape[1] > 1:
+        total = total + torch.log_softmax(model(input_ids)[:, :-1], -1).gather(-1, input_ids[:, 1:, None]).sum((1, 2))
+    return ids, total
+
+
+@mutant("q2", expect="zeros: with max_new_tokens = 0")
+def none_for_no_steps(model, input_ids, max_new_tokens):
+    return _scored(model, input_ids, max_new_tokens) if max_new_tokens else (input_ids, None)
 
 
 # q3: generate_from_bigram
@@ -269,11 +331,28 @@ def silent_temperature(model, input_ids, generator):
 
 # --- right answers written another way ---
 @correct("q2")
-def greedy_inline(model, input_ids, max_new_tokens):
+def greedy_inline_log_of_softmax(model, input_ids, max_new_tokens):
+    return _scored(model, input_ids, max_new_tokens, score="log_of_softmax")
+
+
+@correct("q2")
+def steps_then_one_pass(model, input_ids, max_new_tokens):  # the tokens first, then chapter 1's one pass
     ids = input_ids
     for _ in range(max_new_tokens):
         ids = torch.cat([ids, model(ids)[:, -1].argmax(-1, keepdim=True)], dim=1)
-    return ids
+    log_probs = torch.log_softmax(model(ids)[:, :-1].double(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+    return ids, log_probs[:, input_ids.shape[1] - 1:].sum(-1).float()
+
+
+@correct("q2")
+def probabilities_logged_at_the_end(model, input_ids, max_new_tokens):  # a product of few factors is safe here
+    ids, total = input_ids, torch.ones(input_ids.shape[0], dtype=torch.float64)
+    for _ in range(max_new_tokens):
+        probs = torch.softmax(model(ids)[:, -1].double(), -1)
+        token = probs.argmax(-1)
+        total = total * probs.gather(-1, token[:, None])[:, 0]
+        ids = torch.cat([ids, token[:, None]], dim=1)
+    return ids, total.log().float()
 
 
 @correct("q4")
@@ -376,13 +455,15 @@ def search_by_probability_not_log(model):
 # --- issue 42: a loop that stops on GPT-2's EOS id (the task asks for exactly max_new_tokens) ---
 @mutant("q2", expect="GPT-2's EOS id 50256")
 def stops_on_gpt2_eos(model, input_ids, max_new_tokens):
-    ids = input_ids
+    ids, total = input_ids, torch.zeros(input_ids.shape[0])
     for _ in range(max_new_tokens):
-        next_token = model(ids)[:, -1].argmax(-1)
+        log_probs = torch.log_softmax(model(ids)[:, -1], -1)
+        next_token = log_probs.argmax(-1)
+        total = total + log_probs.gather(-1, next_token[:, None])[:, 0]
         ids = torch.cat([ids, next_token[:, None]], dim=1)
         if (next_token == 50256).all():
             break
-    return ids
+    return ids, total
 
 
 # --- issue 42: messages that name the mistake made ---

@@ -8,62 +8,134 @@ MUTANTS, mutant = bank()
 CORRECT, correct = answers()
 
 
-# q1: append_to_cache
+# q1: append_to_cache(cache, new, window)
+def _both(cache, new):
+    return new if cache is None else torch.cat([cache, new], dim=2)
+
+
 @mutant("q1", expect="went in front")
-def new_in_front(cache, new):
-    return new if cache is None else torch.cat([new, cache], dim=2)
+def new_in_front(cache, new, window):
+    return (new if cache is None else torch.cat([new, cache], dim=2))[:, :, -window:]
 
 
 @mutant("q1", expect=None)
-def last_dim(cache, new):
-    return new if cache is None else torch.cat([cache, new], dim=-1)
+def last_dim(cache, new, window):
+    return (new if cache is None else torch.cat([cache, new], dim=-1))[:, :, -window:]
 
 
 @mutant("q1", expect="only the new keys")
-def forgets_the_cache(cache, new):
-    return new
+def forgets_the_cache(cache, new, window):
+    return new[:, :, -window:]
 
 
 @mutant("q1", expect="returned the old cache")
-def ignores_new(cache, new):
-    return new if cache is None else cache
+def ignores_new(cache, new, window):
+    return new[:, :, -window:] if cache is None else cache
 
 
 @mutant("q1", expect=None)
-def batch_dim(cache, new):
-    return new if cache is None else torch.cat([cache, new], dim=0)
+def batch_dim(cache, new, window):
+    return (new if cache is None else torch.cat([cache, new], dim=0))[:, :, -window:]
 
 
 @mutant("q1", expect=None)
-def crashes_on_none(cache, new):
-    return torch.cat([cache, new], dim=2)
+def crashes_on_none(cache, new, window):
+    return torch.cat([cache, new], dim=2)[:, :, -window:]
 
 
-# q2: attend_to_cache
+@mutant("q1", expect="keep only the newest")
+def never_slides(cache, new, window):
+    return _both(cache, new)
+
+
+@mutant("q1", expect="the *oldest* window positions")
+def keeps_the_oldest(cache, new, window):
+    return _both(cache, new)[:, :, :window]
+
+
+@mutant("q1", expect="cropped the old cache to window before appending")
+def crops_before_appending(cache, new, window):
+    return new if cache is None else torch.cat([cache[:, :, -window:], new], dim=2)
+
+
+@mutant("q1", expect="they too can be longer than the window")
+def no_crop_of_the_first_step(cache, new, window):
+    return new if cache is None else _both(cache, new)[:, :, -window:]
+
+
+@mutant("q1", expect=None)
+def window_off_by_one(cache, new, window):
+    return _both(cache, new)[:, :, -(window - 1):] if window > 1 else _both(cache, new)[:, :, -1:]
+
+
+@mutant("q1", expect="the last ones along dim 2")
+def crops_the_last_dim(cache, new, window):
+    return _both(cache, new)[..., -window:]
+
+
+@mutant("q1", expect=None)
+def drops_exactly_one_when_full(cache, new, window):  # assumes one new position a step
+    both = _both(cache, new)
+    return both[:, :, 1:] if both.shape[2] > window else both
+
+
+@correct("q1")
+def narrow_the_newest(cache, new, window):
+    both = new if cache is None else torch.cat((cache, new), 2)
+    start = max(0, both.shape[2] - window)
+    return both.narrow(2, start, both.shape[2] - start)
+
+
+# q2: attend_to_cache, with grouped key/value heads
+def _expand(q, k):
+    return k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+
+
 def _scores(q, k):
-    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return q @ _expand(q, k).transpose(-2, -1) / math.sqrt(q.shape[-1])
+
+
+@mutant("q2", expect="tiled the key/value heads")
+def tiles_the_heads(q, k, v):
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
+
+
+@mutant("q2", expect="expand k and v to")
+def no_grouping(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
+
+
+@mutant("q2", expect=None)
+def groups_by_modulo_via_expand(q, k, v):  # expand then reshape the wrong way round: tiles as well
+    B, H, _, d = q.shape
+    g = H // k.shape[1]
+    k = k[:, None].expand(B, g, k.shape[1], k.shape[2], d).reshape(B, H, -1, d)
+    v = v[:, None].expand(B, g, v.shape[1], v.shape[2], d).reshape(B, H, -1, d)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), -1) @ v
 
 
 @mutant("q2", expect="hides all but the first key")
 def causal_mask_first_row(q, k, v):
     T = k.shape[2]
     mask = torch.ones(T, T, dtype=torch.bool).tril()[:1]
-    return torch.softmax(_scores(q, k).masked_fill(~mask, float("-inf")), -1) @ v
+    return torch.softmax(_scores(q, k).masked_fill(~mask, float("-inf")), -1) @ _expand(q, v)
 
 
 @mutant("q2", expect="sqrt(head_dim)")
 def unscaled(q, k, v):
-    return torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+    return torch.softmax(q @ _expand(q, k).transpose(-2, -1), -1) @ _expand(q, v)
 
 
 @mutant("q2", expect="divided the scores by head_dim")
 def divided_by_d(q, k, v):
-    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v
+    return torch.softmax(q @ _expand(q, k).transpose(-2, -1) / q.shape[-1], -1) @ _expand(q, v)
 
 
 @mutant("q2", expect="single query")
 def softmax_over_query(q, k, v):
-    return torch.softmax(_scores(q, k), -2) @ v
+    return torch.softmax(_scores(q, k), -2) @ _expand(q, v)
 
 
 @mutant("q2", expect="attention weights")
@@ -73,12 +145,33 @@ def weights_only(q, k, v):
 
 @mutant("q2", expect=None)
 def values_not_weighted(q, k, v):
-    return v.mean(dim=2, keepdim=True)
+    return _expand(q, v).mean(dim=2, keepdim=True)
 
 
 @mutant("q2", expect=None)
 def keys_as_values(q, k, v):
-    return torch.softmax(_scores(q, k), -1) @ k
+    return torch.softmax(_scores(q, k), -1) @ _expand(q, k)
+
+
+@mutant("q2", expect=None)
+def softmax_by_hand_unshifted(q, k, v):
+    e = _scores(q, k).exp()
+    return e / e.sum(-1, keepdim=True) @ _expand(q, v)
+
+
+@correct("q2")
+def grouped_by_view(q, k, v):  # the query heads viewed as (kv_heads, group), no copy of k and v
+    B, H, _, d = q.shape
+    G = k.shape[1]
+    qg = q.view(B, G, H // G, d)
+    w = torch.softmax(qg @ k.transpose(-2, -1) / d ** 0.5, dim=-1)
+    return (w @ v).view(B, H, 1, d)
+
+
+@correct("q2")
+def by_sdpa(q, k, v):
+    g = q.shape[1] // k.shape[1]
+    return torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1))
 
 
 # q3: generate_cached

@@ -449,3 +449,21 @@ def test_check_shrinks_a_generated_failure_to_the_smallest_input(tmp_path, monke
     assert tuple(ids.shape) == (1, 21)
     assert list(tmp_path.iterdir()) == []
     assert task.evaluate(task.run(_cuts_wide_rows))[0] == "failed"
+
+
+@pytest.mark.parametrize("ch,name", [(ch, name) for ch in CHAPTERS for name in chapter(ch).TASKS])
+def test_feedback_names_each_input_by_the_tasks_argument_name(ch, name):
+    """Feedback shows a failing call as f(input_ids=..., max_new_tokens=3): the names are the reference's
+    parameters, which must be the ones the task asks the learner's function to take (the solution's)."""
+    import ast
+    import json
+    from importlib import resources
+
+    task = getattr(chapter(ch), name)
+    code = json.loads(resources.files("nexttoken.exercises").joinpath("solutions.json").read_text())[ch][task.function]
+    solution = next(node for node in ast.parse(code).body
+                    if isinstance(node, ast.FunctionDef) and node.name == task.function)
+    asked = [a.arg for a in solution.args.args]
+    args = task.named_cases()[0]
+    assert task.arg_names[:len(args)] == asked and len(asked) == len(args), (task.arg_names, asked)
+    assert task.call_text(args).startswith(f"{task.function}({asked[0]}=")

@@ -113,4 +113,4 @@ def test_visible_feedback_is_unchanged_by_the_held_out_cases():
     """check() and the default grading run judge the visible inputs only, with their inputs shown."""
     q1 = chapter("ch02").q1
     status, reason = q1.evaluate(q1.run(lambda T: torch.ones(T, T, dtype=torch.bool).triu()))
-    assert status == "failed" and "input:    causal_mask(3)" in reason and "held-out" not in reason
+    assert status == "failed" and "input:    causal_mask(T=3)" in reason and "held-out" not in reason

@@ -75,10 +75,10 @@ def test_a_wrong_count_says_which_way_it_is_off_and_shows_the_answer_after_three
 def test_a_wrong_tensor_prediction_counts_its_wrong_entries_without_showing_them(capsys):
     q5 = chapter("ch02").q5
     out = _checks(q5, lambda T, j: torch.arange(T) > j, capsys, 1)[0]  # position j itself left out
-    assert "position j changes too" in out and "changed_positions(1, 0)" in out, out
+    assert "position j changes too" in out and "changed_positions(T=1, j=0)" in out, out
     assert "got:      tensor([False]), with its only entry wrong" in out and "expected:" not in out, out
     out = _checks(q5, lambda T, j: torch.arange(T) >= j if T == 1 else torch.arange(T) > j, capsys, 1)[0]
-    assert "changed_positions(5, 0)" in out and "1 of its 5 entries wrong" in out, out
+    assert "changed_positions(T=5, j=0)" in out and "1 of its 5 entries wrong" in out, out
     assert "expected:" not in out and "tensor([True, True, True, True, True])" not in out, out
 
 

@@ -127,7 +127,7 @@ def test_a_packed_order_refuses_an_input_it_has_no_form_for():
 
 def test_library_names_resolve_to_the_library():
     assert "nexttoken.model:causal_mask" in library_names(chapter("ch02").q1)
-    assert "nexttoken.generate:generate" in library_names(chapter("ch05").q2)
+    assert "nexttoken.generate:generate" in library_names(chapter("ch06").q5)
 
 
 def test_a_sandbox_without_generate_replaces_its_file_and_hides_its_compiled_copies(monkeypatch):

@@ -105,7 +105,7 @@ def _q3_diagnose(args, expected, got):
 
 q3 = Task(
     name="q3", function="stable_softmax", title="a numerically stable softmax", chapter=CHAPTER,
-    cases=_q3_cases, reference=lambda x: torch.softmax(x, dim=-1), diagnose=_q3_diagnose,
+    cases=_q3_cases, reference=lambda logits: torch.softmax(logits, dim=-1), diagnose=_q3_diagnose,
     atol=1e-35,  # relative error only: tiny probabilities must be right too, not merely below 1e-4
     forbid={"torch.softmax": "write the softmax yourself, without calling torch.softmax (or F.softmax, "
                              "Tensor.softmax)"},

@@ -2,6 +2,7 @@
 
 import torch
 
+from ..chain_rule import token_log_probs
 from ..generate import generate, sample
 from . import watches
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
@@ -70,26 +71,75 @@ q1 = Task(
 )
 
 
+def _new_token_log_prob(model, ids, P):
+    """log p(ids[:, P:] | ids[:, :P]) per row by the chain rule, from one pass over the whole sequence
+    (chapter 1's teacher forcing): float (B,), 0 for no new tokens."""
+    if ids.shape[1] == P:
+        return torch.zeros(ids.shape[0])
+    return token_log_probs(model, ids)[:, P - 1:].sum(dim=-1)
+
+
+@torch.no_grad()
+def _generate_scored(model, input_ids, max_new_tokens):
+    ids = generate(model, input_ids, max_new_tokens)
+    return ids, _new_token_log_prob(model, ids, input_ids.shape[1])
+
+
 def _q2_diagnose(args, expected, got):
     model, ids, n = args
-    count_new_tokens(ids, n, got)
+    if not isinstance(got, (tuple, list)):
+        if isinstance(got, torch.Tensor) and got.dim() == 2:
+            raise Mistake("you returned only the sequence: return a pair (ids, log_prob), the log-probability "
+                          "of the new tokens beside them")
+        return
+    if len(got) != 2 or not isinstance(got[0], torch.Tensor):
+        return
+    count_new_tokens(ids, n, got[0])
+    B = ids.shape[0]
+    if not (isinstance(got[1], torch.Tensor) and got[1].is_floating_point() and tuple(got[1].shape) == (B,)):
+        raise Mistake(f"log_prob should be a float tensor of shape (B,) = ({B},), one sum per row of input_ids"
+                      f"{' (zeros: with max_new_tokens = 0 there is nothing to score)' if n == 0 else ''}; yours "
+                      f"is {describe(got[1])}")
+    if isinstance(got[1], torch.Tensor) and torch.equal(got[0], expected[0]) and got[1].shape == expected[1].shape:
+        if (got[1] > 0).any():
+            raise Mistake("log_prob is above 0, so it is not a log-probability: a probability is at most 1 and its "
+                          "log at most 0. Take each chosen token's log-softmax (not its logit, nor a probability "
+                          "summed), and sum those")
 
 
-@torch.no_grad()
-def _repeat_first(m, ids, n):
-    first = m(ids)[:, -1].argmax(-1)
-    return torch.cat([ids] + [first[:, None]] * n, dim=1)
+def _scored_loop(score, combine=sum, read=lambda ids, prompt: ids, pick=lambda logits: logits[:, -1], empty=0.0):
+    """A greedy loop that also scores its tokens, as a learner might: ``read(ids, prompt)`` is what the model
+    reads, ``pick`` the logits it selects from (B, V), ``score(those logits, token)`` each step's score,
+    ``combine`` the steps' scores (B,), ``empty`` the score of no step."""
+    @torch.no_grad()
+    def loop(m, prompt, n):
+        ids, scores = prompt, []
+        for _ in range(n):
+            logits = pick(m(read(ids, prompt))).float()
+            token = logits.argmax(-1)
+            scores.append(score(logits, token))
+            ids = torch.cat([ids, token[:, None]], dim=1)
+        return ids, combine(scores) if scores else torch.full((prompt.shape[0],), empty)
+    return loop
 
 
-@torch.no_grad()
-def _loop(m, ids, n, step):
-    for _ in range(n):
-        ids = _append(ids, step(m, ids))
-    return ids
+def _chosen(values, token):
+    return values.gather(-1, token[:, None])[:, 0]
+
+
+def _log_p(logits, token):
+    return _chosen(torch.log_softmax(logits, -1), token)
+
+
+def _product(scores):
+    total = scores[0]
+    for s in scores[1:]:
+        total = total * s
+    return total
 
 
 q2 = Task(
-    name="q2", function="generate_greedy", title="the generation loop", chapter=CHAPTER,
+    name="q2", function="generate_greedy", title="the generation loop, scored by the chain rule", chapter=CHAPTER,
     cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(11), random_ids(11, 2, 3), 1),
                    (small_model(70), random_ids(70, 1, 3), 5), (small_model(83), random_ids(83, 3, 2), 8),
                    (small_model(120), random_ids(120, 1, 1), 15),  # 1 + 15 = context_length 16, the longest
@@ -97,22 +147,37 @@ q2 = Task(
                    # there is not the task's (exactly max_new_tokens; EOS comes in chapter 6)
                    (*with_gpt2_eos(140), 6)],
     generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
-    reference=lambda model, ids, n: generate(model, ids, n), diagnose=_q2_diagnose, forbid=NO_GENERATE,
+    reference=_generate_scored, diagnose=_q2_diagnose, forbid=NO_GENERATE,
     known=[
         Known("every new token is the same one: each step must run the model on the sequence so far, "
               "including the tokens it just generated (feed the loop's output back in, and read its last "
-              "position)", _repeat_first),
+              "position)", _scored_loop(_log_p, read=lambda ids, prompt: prompt)),
         Known("the model read only the newest token at each step: without a cache it must read the whole "
-              "sequence so far", lambda m, ids, n: _loop(m, ids, n, lambda m, x: m(x[:, -1:])[:, -1].argmax(-1))),
+              "sequence so far", _scored_loop(_log_p, read=lambda ids, prompt: ids[:, -1:])),
         Known("every row got row 0's tokens: logits[0, -1] serves a batch of one only; use logits[:, -1, :]",
-              lambda m, ids, n: _loop(m, ids, n, lambda m, x: m(x)[0, -1].argmax().expand(x.shape[0]))),
+              _scored_loop(_log_p, pick=lambda logits: logits[0, -1].expand(logits.shape[0], -1))),
         Known("you used the first position's prediction at each step; the last position predicts the next token",
-              lambda m, ids, n: _loop(m, ids, n, lambda m, x: m(x)[:, 0].argmax(-1))),
+              _scored_loop(_log_p, pick=lambda logits: logits[:, 0])),
+        Known("log_prob is the product of the chosen tokens' probabilities, p(new tokens | prompt) itself: the "
+              "task asks for its log, the sum of their log-probabilities (a product of many factors below 1 "
+              "underflows, chapter 1)", _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t), _product, empty=1.0)),
+        Known("log_prob adds up probabilities: the chain rule multiplies them, so in log space it adds their "
+              "logs. Sum torch.log_softmax(...) of each chosen token",
+              _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t))),
+        Known("log_prob averages the log-probabilities: the chain rule's log is their sum (a mean is the "
+              "per-token score, not the sequence's)", _scored_loop(_log_p, lambda s: sum(s) / len(s))),
+        Known("log_prob sums the chosen tokens' logits, which are not log-probabilities until normalised: take "
+              "torch.log_softmax of the last position's logits, then each chosen token's entry",
+              _scored_loop(_chosen)),
+        Known("log_prob holds only the last step's log-probability: add every step's (start from 0 and accumulate)",
+              _scored_loop(_log_p, lambda s: s[-1])),
     ],
-    hints=("A loop whose every step feeds on the previous step's output.",
-           "Call your generation_step max_new_tokens times; what it returns is the next step's input.",
-           "Start from the prompt and replace it by generation_step's output, max_new_tokens times; with zero "
-           "steps the prompt comes back unchanged."),
+    hints=("The loop already computes, at each step, the distribution the chosen token was drawn from: the "
+           "chain rule's factor for that token.",
+           "At each step, beside the argmax, take the chosen token's log-probability, log_softmax(logits)[row, "
+           "token], and add it to a running total per row, shape (B,), starting from zeros.",
+           "log_probs = torch.log_softmax(model(ids)[:, -1, :], dim=-1); token = log_probs.argmax(-1); "
+           "total += log_probs.gather(-1, token[:, None])[:, 0]; then append the token."),
 )
 
 
@@ -149,7 +214,7 @@ def _q3_cases():
 q3 = Task(
     name="q3", function="generate_from_bigram", title="the loop on chapter 1's bigram model", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(_bigram_params, _bigram_case), reference=_bigram_greedy,
-    diagnose=_q2_diagnose,
+    diagnose=lambda args, expected, got: count_new_tokens(args[1], args[2], got),
     known=[
         Known("you read the column probs[:, last]: row a of the table is p(next | a), so the next token's "
               "distribution is probs[last] (a row)",

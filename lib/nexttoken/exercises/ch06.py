@@ -179,7 +179,8 @@ def _q3_diagnose(args, expected, got):
 q3 = Task(
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(_eos_params, _eos_case),
-    reference=lambda model, ids, n, eos, pad: generate(model, ids, n, eos_token_id=eos, pad_token_id=pad),
+    reference=lambda model, input_ids, max_new_tokens, eos_token_id, pad_token_id: generate(
+        model, input_ids, max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id),
     diagnose=_q3_diagnose, forbid=NO_GENERATE,
     hints=("Keep one flag per row, and decide after each step whether to go on.",
            "Each step: pick the greedy token, pad it where the row had already finished, append it, then "
@@ -287,7 +288,7 @@ def _crop_loop(m, ids, n, window):
 q5 = Task(
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
     cases=_q5_cases, generated=Generated(_crop_params, _crop_case),
-    reference=lambda model, ids, n: generate(model, ids, n), forbid=NO_GENERATE,
+    reference=lambda model, input_ids, max_new_tokens: generate(model, input_ids, max_new_tokens), forbid=NO_GENERATE,
     diagnose=lambda args, expected, got: count_new_tokens(args[1], args[2], got),
     known=[
         Known("you kept the *first* context_length tokens; the model must read the most recent ones, "

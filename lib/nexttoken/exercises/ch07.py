@@ -16,41 +16,78 @@ TASKS = ["q1", "q2", "q3", "q4"]
 TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
-def _append(cache, new):
-    return new if cache is None else torch.cat([cache, new], dim=2)
+def _append(cache, new, window):
+    both = new if cache is None else torch.cat([cache, new], dim=2)
+    return both[:, :, -window:]
 
 
 def _q1_diagnose(args, expected, got):
-    cache, new = args
+    cache, new, window = args
     if cache is not None and got.dim() == 4 and got.shape[2] == cache.shape[2] and got.shape != expected.shape:
         raise Mistake("concatenate along the time dimension, dim=2 of (batch, heads, time, head_dim)")
+    total = new.shape[2] + (0 if cache is None else cache.shape[2])
+    if got.dim() == 4 and got.shape[2] == total and total > window:
+        raise Mistake(f"the cache holds {total} positions but window = {window}: keep only the newest "
+                      f"{window} (the last ones along dim 2)")
+
+
+def _q1_cases():
+    x = lambda seed, *shape: torch.randn(*shape, generator=seeded(seed))  # noqa: E731
+    return [(None, x(1, 1, 2, 3, 4), 8),  # the first step: the prompt is the cache
+            (x(2, 1, 2, 3, 4), x(3, 1, 2, 1, 4), 8),  # room left: nothing slides out
+            (x(6, 1, 1, 1, 2), x(7, 1, 1, 4, 2), 5),  # exactly full
+            (x(4, 2, 4, 5, 8), x(5, 2, 4, 1, 8), 5),  # full: the oldest position slides out
+            (x(8, 1, 3, 6, 4), x(9, 1, 3, 2, 4), 3),  # two new positions, three kept: one of them old
+            (None, x(10, 2, 2, 7, 4), 4),  # a prompt longer than the window
+            (x(11, 1, 2, 1, 3), x(12, 1, 2, 1, 3), 1)]  # a window of one position
 
 
 q1 = Task(
-    name="q1", function="append_to_cache", title="growing the cache", chapter=CHAPTER,
-    cases=lambda: [(None, torch.randn(1, 2, 3, 4, generator=seeded(1))),
-                   (torch.randn(1, 2, 3, 4, generator=seeded(2)), torch.randn(1, 2, 1, 4, generator=seeded(3))),
-                   (torch.randn(1, 1, 1, 2, generator=seeded(6)), torch.randn(1, 1, 4, 2, generator=seeded(7))),
-                   (torch.randn(2, 4, 5, 8, generator=seeded(4)), torch.randn(2, 4, 1, 8, generator=seeded(5)))],
-    reference=_append, diagnose=_q1_diagnose,
+    name="q1", function="append_to_cache", title="a cache that keeps a sliding window", chapter=CHAPTER,
+    cases=_q1_cases, reference=_append, diagnose=_q1_diagnose,
     known=[
         Known("the new keys went in front: append them after the cached ones (time order, old positions first)",
-              lambda c, n: n if c is None else torch.cat([n, c], dim=2)),
-        Known("you returned only the new keys: the cache must keep every position so far",
-              lambda c, n: n),
+              lambda c, n, w: (n if c is None else torch.cat([n, c], dim=2))[:, :, -w:]),
+        Known("you returned only the new keys: the cache must keep the positions before them too, up to window",
+              lambda c, n, w: n[:, :, -w:]),
         Known("you returned the old cache: the new positions must be added to it",
-              lambda c, n: n if c is None else c),
+              lambda c, n, w: n[:, :, -w:] if c is None else c),
+        Known("you kept the *oldest* window positions (cache[:, :, :window]): the newest token would then never "
+              "be seen. Keep the last ones, [:, :, -window:]",
+              lambda c, n, w: (n if c is None else torch.cat([c, n], dim=2))[:, :, :w]),
+        Known("you cropped the old cache to window before appending, so the cache grows past window: append "
+              "first, then keep the last window positions",
+              lambda c, n, w: n if c is None else torch.cat([c[:, :, -w:], n], dim=2)),
+        Known("with no cache yet (None) the new keys are the cache, but they too can be longer than the window: "
+              "crop them as well", lambda c, n, w: n if c is None else _append(c, n, w)),
     ],
-    hints=("The cache is a growing record along one axis. Which one?",
-           "The shape is (batch, heads, time, head_dim): positions are dim 2. With no cache yet (None), the new "
-           "keys are the whole cache.",
-           "torch.cat([cache, new], dim=2), after handling cache is None."),
+    hints=("The cache is a growing record along one axis; a window caps how much of it is kept.",
+           "The shape is (batch, heads, time, head_dim): positions are dim 2. Append in time order, then keep "
+           "the newest positions. With no cache yet (None), the new keys are the whole cache.",
+           "torch.cat([cache, new], dim=2) (or new alone when cache is None), then [:, :, -window:]."),
 )
 
 
 def _attend(q, k, v):
+    """One query per head against every cached key; each key/value head serves a group of query heads."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return torch.softmax(scores, dim=-1) @ v
+
+
+def _tiled(q, k, v, attend):
+    """The key/value heads tiled (.repeat: 0, 1, 2, 0, 1, 2) instead of grouped (0, 0, 1, 1, 2, 2)."""
+    group = q.shape[1] // k.shape[1]
+    return attend(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1))
+
+
+def _grouped(attend):
+    """A mistake of the attention itself, made on grouped heads (expanded correctly first)."""
+    def wrong(q, k, v):
+        group = q.shape[1] // k.shape[1]
+        return attend(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1))
+    return wrong
 
 
 def _first_key_only(q, k, v):
@@ -65,27 +102,50 @@ def _q2_diagnose(args, expected, got):
         raise Mistake("these are the attention weights (B, heads, 1, T): multiply them by v to average the values")
 
 
+def _q2_error(args, error):
+    q, k, v = args
+    if q.shape[1] != k.shape[1] and "must match the size" in error:
+        group = q.shape[1] // k.shape[1]
+        return (f"q has {q.shape[1]} heads but k and v have {k.shape[1]}: each key/value head serves "
+                f"{group} query heads in a row, so expand k and v to {q.shape[1]} heads first, "
+                f"k.repeat_interleave({group}, dim=1)")
+    return None
+
+
+def _qkv(seed, heads, kv_heads, T, d, batch=1, scale=1.0):
+    """q (batch, heads, 1, d) and k, v (batch, kv_heads, T, d)."""
+    return tuple(torch.randn(batch, h, t, d, generator=seeded(seed + i)) * scale
+                 for i, (h, t) in enumerate(((heads, 1), (kv_heads, T), (kv_heads, T))))
+
+
 q2 = Task(
-    name="q2", function="attend_to_cache", title="one new query against the cached keys", chapter=CHAPTER,
-    cases=lambda: [tuple(torch.randn(1, 2, t, 8, generator=seeded(10 + i)) for i, t in enumerate((1, 6, 6))),
-                   tuple(torch.randn(1, 1, t, 4, generator=seeded(30 + i)) for i, t in enumerate((1, 1, 1))),
-                   tuple(torch.randn(2, 4, t, 16, generator=seeded(20 + i)) for i, t in enumerate((1, 9, 9))),
-                   # large scores (hundreds): a softmax by hand without the max shift overflows
-                   tuple(torch.randn(1, 2, t, 8, generator=seeded(40 + i)) * 12 for i, t in enumerate((1, 7, 7)))],
-    reference=_attend, diagnose=_q2_diagnose,
+    name="q2", function="attend_to_cache", title="one new query against grouped cached keys", chapter=CHAPTER,
+    cases=lambda: [_qkv(10, 6, 3, 6, 8),  # three key/value heads, two query heads each
+                   _qkv(30, 2, 2, 1, 4),  # one head of keys per query head (no grouping), one cached position
+                   _qkv(20, 4, 1, 9, 16, batch=2),  # one key/value head for all four (multi-query attention)
+                   _qkv(50, 9, 3, 5, 4),  # SmolLM2's grouping: nine query heads share three
+                   _qkv(40, 4, 2, 7, 8, scale=12)],  # large scores (hundreds): a softmax by hand without the max shift overflows
+    reference=_attend, diagnose=_q2_diagnose, errors=_q2_error,
     known=[
+        Known("you tiled the key/value heads (k.repeat(1, group, 1, 1) gives heads 0, 1, 2, 0, 1, 2): query heads "
+              "come in groups, so query heads 0 and 1 share key head 0, heads 2 and 3 key head 1, ... Use "
+              "k.repeat_interleave(group, dim=1), which gives 0, 0, 1, 1, 2, 2",
+              lambda q, k, v: _tiled(q, k, v, _attend)),
         Known("you applied a causal mask whose first row hides all but the first key: the new token is the last "
-              "position, so it may see every cached key, no mask needed", _first_key_only),
+              "position, so it may see every cached key, no mask needed", _grouped(_first_key_only)),
         Known("you forgot to divide the scores by sqrt(head_dim)",
-              lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v),
+              _grouped(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v)),
         Known("you divided the scores by head_dim; the scale is sqrt(head_dim)",
-              lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v),
+              _grouped(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1], -1) @ v)),
         Known("the softmax went over the single query (dim=-2), so every weight is 1: normalise over the keys, "
-              "dim=-1", lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -2) @ v),
+              "dim=-1", _grouped(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -2) @ v)),
     ],
-    hints=("The newest token is the last position: which cached keys are in its past?",
-           "Every one of them, so this is attention without a mask: scores, scale, softmax over the keys, "
-           "then a weighted average of the values.",
+    hints=("The newest token is the last position: every cached key is in its past. The new part: there are "
+           "fewer key/value heads than query heads.",
+           "Query heads come in groups of heads // kv_heads that share one key/value head (heads 0 and 1 share "
+           "key head 0 when the group is 2). Expand k and v to one head per query head, then attend without "
+           "a mask: scores, scale, softmax over the keys, a weighted average of the values.",
+           "group = q.shape[1] // k.shape[1]; k.repeat_interleave(group, dim=1) (and v); then "
            "softmax(q @ k.transpose(-2, -1) / sqrt(d), dim=-1) @ v."),
 )
 
@@ -119,7 +179,8 @@ def _q3_cases():
 q3 = Task(
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
-    reference=lambda model, ids, n: generate(model, ids, n, use_cache=False), diagnose=_q3_diagnose,
+    reference=lambda model, input_ids, max_new_tokens: generate(model, input_ids, max_new_tokens, use_cache=False),
+    diagnose=_q3_diagnose,
     watch=watches.reads_each_token_once,
     forbid=NO_GENERATE,
     known=[

@@ -330,20 +330,26 @@ def _ch06_q6():
 
 @held_out("ch07.q1")
 def _ch07_q1():
-    return [("an empty cache, three rows", (None, randn(701, 3, 1, 1, 5))),
-            ("seven cached positions, three heads", (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4))),
-            ("three new positions at once", (randn(704, 1, 2, 1, 6), randn(705, 1, 2, 3, 6))),
-            ("one head, ten cached", (randn(706, 1, 1, 10, 3), randn(707, 1, 1, 1, 3)))]
+    return [("an empty cache, three rows, a window of two", (None, randn(701, 3, 1, 1, 5), 2)),
+            ("seven cached positions, three heads, a window of eight", (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4), 8)),
+            ("a full window of seven", (randn(708, 2, 3, 7, 4), randn(709, 2, 3, 1, 4), 7)),
+            ("three new positions at once into a window of four", (randn(704, 1, 2, 2, 6), randn(705, 1, 2, 3, 6), 4)),
+            ("one head, ten cached, a window of ten", (randn(706, 1, 1, 10, 3), randn(707, 1, 1, 1, 3), 10)),
+            ("a prompt of six into a window of four", (None, randn(710, 2, 2, 6, 3), 4)),
+            ("two new positions into a full window of three", (randn(712, 1, 2, 3, 4), randn(713, 1, 2, 2, 4), 3))]
 
 
-def _qkv(seed, batch, heads, T, d, scale=1.0):
-    return tuple(randn(seed + i, batch, heads, t, d) * scale for i, t in enumerate((1, T, T)))
+def _qkv(seed, batch, heads, kv_heads, T, d, scale=1.0):
+    return tuple(randn(seed + i, batch, h, t, d) * scale for i, (h, t) in enumerate(((heads, 1), (kv_heads, T), (kv_heads, T))))
 
 
 @held_out("ch07.q2")
 def _ch07_q2():
-    return [("five cached, three heads", _qkv(711, 1, 3, 5, 4)), ("one cached, three rows", _qkv(714, 3, 1, 1, 8)),
-            ("twelve cached, two rows", _qkv(717, 2, 2, 12, 6)), ("large scores", _qkv(720, 1, 1, 10, 8, 15.0))]
+    return [("five cached, six heads in three groups", _qkv(711, 1, 6, 3, 5, 4)),
+            ("one cached, three rows, one head", _qkv(714, 3, 1, 1, 1, 8)),
+            ("twelve cached, two rows, eight heads sharing two", _qkv(717, 2, 8, 2, 12, 6)),
+            ("one key/value head for six", _qkv(723, 1, 6, 1, 4, 4)),
+            ("large scores, four heads in pairs", _qkv(720, 1, 4, 2, 10, 8, 15.0))]
 
 
 def _same_model_twice(seed: int):

@@ -77,6 +77,9 @@ class Task:
     # Instead of comparing with ``reference``: (args, output) -> None if the output is right, else
     # (what is wrong, evidence). For tasks with many right answers ("empirical", "open").
     verify: Callable | None = None
+    # (args, the error's text) -> a message naming the mistake that raises it, or None: an error that says
+    # only what broke (a shape mismatch deep in torch) then says why too.
+    errors: Callable | None = None
     _failing: int | None = field(default=None, repr=False)
     _failing_args: tuple | None = field(default=None, repr=False)
     _tries: int = field(default=0, repr=False)  # failed checks so far (a predict task reveals after PREDICT_TRIES)
@@ -141,7 +144,10 @@ class Task:
         return run_on(fn, cases, self.forbid, self.watch, self.arg_names)
 
     def call_text(self, args) -> str:
-        return f"{self.function}({', '.join(describe(a) for a in args)})"
+        """The call as feedback shows it, each input after its argument's name: f(x=..., n=3)."""
+        names = self.arg_names[:len(args)]  # a reference may take more (a switch its known mistakes use)
+        names = names if len(names) == len(args) else [""] * len(args)
+        return f"{self.function}({', '.join((f'{n}=' if n else '') + describe(a) for n, a in zip(names, args))})"
 
     def _explain(self, args, value, tried, held_out_name: str | None = None) -> str | None:
         """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
@@ -207,6 +213,12 @@ class Task:
             pass
         return None
 
+    def _error_diagnosis(self, args, error) -> str | None:
+        try:
+            return self.errors(args, str(error)) if self.errors is not None else None
+        except Exception:  # a rule that does not apply to these inputs
+            return None
+
     def judge(self, outcomes, cases=None, tried=(), hidden=None) -> tuple[str, str, int | None]:
         """(status, reason, index of the failing test input or None). Never raises. ``cases`` (the task's
         own by default) are the inputs the outcomes are of; ``tried`` adds (input, output) pairs that a
@@ -238,7 +250,8 @@ class Task:
             call = (f"{self.function}(...) on {hidden_input(hidden[index])}" if index in hidden
                     else self.call_text(args))
             if kind == "error":
-                return "error", f"{call} raised {value}", index
+                why = self._error_diagnosis(args, value) if index not in hidden else None
+                return "error", f"{why}\n   {call} raised {value}" if why else f"{call} raised {value}", index
             if kind in ("changed_input", "broke_rule"):
                 return "failed", f"{value}.\n   input:    {call}", index
             if kind != "ok":
