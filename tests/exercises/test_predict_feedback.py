@@ -78,8 +78,8 @@ def test_a_wrong_tensor_prediction_counts_its_wrong_entries_without_showing_them
     assert "position j changes too" in out and "changed_positions(T=1, j=0)" in out, out
     assert "got:      tensor([False]), with its only entry wrong" in out and "expected:" not in out, out
     out = _checks(q5, lambda T, j: torch.arange(T) >= j if T == 1 else torch.arange(T) > j, capsys, 1)[0]
-    assert "changed_positions(T=5, j=0)" in out and "1 of its 5 entries wrong" in out, out
-    assert "expected:" not in out and "tensor([True, True, True, True, True])" not in out, out
+    assert "changed_positions(T=6, j=2)" in out and "1 of its 6 entries wrong" in out, out
+    assert "expected:" not in out and "tensor([False, False, True, True, True, True])" not in out, out
 
 
 def test_the_tries_count_across_answers(capsys):
@@ -112,3 +112,11 @@ def test_a_stub_does_not_use_up_a_try(capsys):
         assert q6._tries == 0
     finally:
         q6._tries = 0
+
+
+def test_a_reversed_direction_is_shown_on_an_input_where_it_shows(capsys):
+    """At j = 0 the past of j and j alone are the same one position: the first input that rejects '<= j'
+    must have positions on both sides of j, so the learner's got tensor shows the reversal."""
+    out = _checks(chapter("ch02").q5, lambda T, j: torch.arange(T) <= j, capsys, 1)[0]
+    assert "that is the past, not the future" in out and "changed_positions(T=6, j=2)" in out, out
+    assert "tensor([True, True, True, False, False, False])" in out, out
