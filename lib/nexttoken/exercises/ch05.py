@@ -5,8 +5,8 @@ import torch
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
 from . import watches
-from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
-                     with_gpt2_eos)
+from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, loud, random_ids, seeded,
+                     small_model, with_gpt2_eos)
 from .feedback import describe, show
 from .generated import Generated
 from .task import Known, Mistake, Task
@@ -263,7 +263,20 @@ def _q4_cases():
     wide = _flat_model(44)
     return [(small_model(42), random_ids(42, 1, 3), _advanced(1)),
             (small_model(43), random_ids(43, 8, 5), _advanced(2)),
-            (wide, random_ids(44, 256, 4, vocab=200), _advanced(3))]
+            (wide, random_ids(44, 256, 4, vocab=200), _advanced(3)),
+            # logits in the hundreds: a softmax by hand without the max shift gives NaN probabilities
+            (loud(small_model(45)), random_ids(45, 3, 4), _advanced(4))]
+
+
+def _q4_error(args, error):
+    model, ids, _ = args
+    if "probability tensor contains" in error:
+        with torch.no_grad():
+            largest = float(model(ids)[:, -1].max())
+        return (f"torch.multinomial was given probabilities holding inf or NaN: the logits reach {largest:.0f}, "
+                "and exp of anything above 88 overflows float32 to inf (inf / inf is NaN). Subtract each row's "
+                "maximum before exp, or use torch.softmax, which does")
+    return None
 
 
 def _q4_diagnose(args, expected, got):
@@ -276,7 +289,8 @@ def _q4_diagnose(args, expected, got):
 
 q4 = Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
-    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, watch=watches.draws_from_generator,
+    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, errors=_q4_error,
+    watch=watches.draws_from_generator,
     known=[
         Known("you took the argmax: this step samples, drawing each row's token with its probability",
               torch.no_grad()(lambda m, ids, g: _append(ids, m(ids)[:, -1].argmax(-1)))),

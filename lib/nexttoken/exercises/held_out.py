@@ -223,7 +223,8 @@ def _ch05_q4():
     return [("a batch of one", (small_model(541), random_ids(541, 1, 6), ch05._advanced(11))),
             ("five rows of two", (small_model(542), random_ids(542, 5, 2), ch05._advanced(12))),
             ("300 rows, a flat distribution over 200 tokens",
-             (ch05._flat_model(543), random_ids(543, 300, 3, vocab=200), ch05._advanced(13)))]
+             (ch05._flat_model(543), random_ids(543, 300, 3, vocab=200), ch05._advanced(13))),
+            ("logits in the hundreds", (loud(small_model(544)), random_ids(544, 2, 5), ch05._advanced(14)))]
 
 
 @held_out("ch05.q5")
