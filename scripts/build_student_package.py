@@ -8,7 +8,10 @@ environment does) instead of the full package. It leaves out:
 - ``nexttoken/exercises/held_out.py``: the held-out test inputs ``python -m nexttoken.grade --held-out``
   judges every task on, besides the visible ones each ``qN.check`` runs;
 - ``nexttoken/exercises/solutions.json``: the solution notebooks' code, which ``qN.solution()`` prints
-  (in the student build it says the solutions are withheld).
+  (in the student build it says the solutions are withheld);
+- ``nexttoken/exercises/explanations.json``: each chapter's explanation question with its rubric and
+  model answer, which the grader exports for the instructor to mark (the question itself is in the
+  exercise notebook).
 
 Everything else is the same package, so every exercise notebook runs with it
 (tests/exercises/test_student_build.py). The wheel's version carries the local label ``+student``,
@@ -26,7 +29,8 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WITHHELD = ("nexttoken/exercises/held_out.py", "nexttoken/exercises/solutions.json")
+WITHHELD = ("nexttoken/exercises/held_out.py", "nexttoken/exercises/solutions.json",
+            "nexttoken/exercises/explanations.json")
 
 
 def student_sources(folder: Path) -> None:

@@ -1,6 +1,6 @@
-"""The student build (scripts/build_student_package.py): a wheel without the held-out cases and the
-solutions, which still runs every exercise notebook, says the solutions are withheld, and cannot be
-used to grade with --held-out."""
+"""The student build (scripts/build_student_package.py): a wheel without the held-out cases, the
+solutions and the explanations' rubrics, which still runs every exercise notebook, says the solutions are
+withheld, and cannot be used to grade with --held-out."""
 
 import json
 import os
@@ -15,7 +15,8 @@ from helpers import ROOT
 
 pytestmark = pytest.mark.slow  # builds a wheel and runs seven notebooks: about a minute
 
-WITHHELD = {"nexttoken/exercises/held_out.py", "nexttoken/exercises/solutions.json"}
+WITHHELD = {"nexttoken/exercises/held_out.py", "nexttoken/exercises/solutions.json",
+            "nexttoken/exercises/explanations.json"}  # the rubrics and model answers of the explanations
 KERNEL = "student-build"
 
 

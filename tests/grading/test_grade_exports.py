@@ -235,6 +235,7 @@ def test_shards_merged_equal_one_run(tmp_path):
     grade("merge", "part1.csv", "part2.csv", "--out", "merged.csv", "--gradebook", "merged_book.csv", *common)
     assert (tmp_path / "merged.csv").read_text() == (tmp_path / "one.csv").read_text()
     assert (tmp_path / "merged_book.csv").read_text() == (tmp_path / "one_book.csv").read_text()
+    assert (tmp_path / "merged-explanations.csv").read_text() == (tmp_path / "one-explanations.csv").read_text()
     again = subprocess.run([sys.executable, "-m", "nexttoken.grade", "merge", "part1.csv", "part1.csv", "--out",
                             "x.csv"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert again.returncode == 2 and "is graded in both" in again.stderr

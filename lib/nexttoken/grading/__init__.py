@@ -5,8 +5,8 @@
 Each submission is read once, at the start (regular files only, never through a symbolic link), and runs
 in a fresh bubblewrap sandbox (``sandbox``) with a cgroup and a seccomp filter of its own: a fresh Python
 process, the recorder (``recorder``, the only code of this package that runs inside the sandbox, with
-``exercises.calling`` and ``exercises.watches``), reads the notebook (the grader never parses a
-submission) and says which chapter it is; the grader sends it a work order (``orders``): the tasks'
+``exercises.calling`` and ``exercises.watches``), reads the notebook (the grader parses a submission
+only to read the explanation's answer, as JSON text: ``explanations``) and says which chapter it is; the grader sends it a work order (``orders``): the tasks'
 function names, rules and test inputs as data. The recorder loads the learner's definitions, calls each
 function on its inputs, and reports only the outputs, as plain data (``wire``). The grader checks that data
 and judges it against the references (``judge``), which are not in the sandbox, nor the held-out inputs'
@@ -22,4 +22,5 @@ goes on from there.
     orders.py       the work order (outside)    sandboxed_exercises.py  nexttoken.exercises, inside
     notebook.py     one submission's rows       csvs.py     the CSVs       cli.py  the command line
     assignment.py   --chapter                   exports.py  roster, LMS and feedback files
+    explanations.py the explanations' answers, for the instructor to mark (OUT-explanations.csv)
 """

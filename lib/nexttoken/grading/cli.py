@@ -11,12 +11,12 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import assignment, exports, sandbox
+from . import assignment, explanations, exports, sandbox
 from .csvs import (FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, shown,
                    write_csv)
 from .notebook import grade_notebook
 from .runner import Settings
-from .submissions import Snapshots
+from .submissions import Snapshots, read_submission
 
 def positive_int(text: str) -> int:
     try:
@@ -106,27 +106,64 @@ def merge(argv) -> int:
     check_export_arguments(p, args)
     if args.github_classroom:
         p.error("--github-classroom reports one runner's submissions: use it on a grading run, not a merge")
-    rows, owner = [], {}
+    # A shard's answers file, next to its grades CSV, is no part of its own: `merge grades-*.csv` lists both.
+    companions = {explanations.explanations_path(part) for part in args.parts}
+    args.parts = [part for part in args.parts if part not in companions]
+    rows, owner, answers = [], {}, {}
     try:
         roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
         for number, part in enumerate(args.parts):
             if not part.is_file():
                 raise ValueError(f"{part} does not exist")
+            explained = explanations.explanations_path(part)
+            if not explained.is_file():  # every grading run writes it; an older grader's shard has none
+                print(f"WARNING: {shown(explained)} does not exist: the explanations of {shown(part)}'s submissions "
+                      "are written as not_read (grade that shard again with --resume to read them from the "
+                      "submissions)", file=sys.stderr)
             for r in read_previous(part):
                 first = owner.setdefault(r["submission"], number)
                 if first != number:  # two shards graded it (or one CSV was given twice)
                     raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
                 rows.append(r)
+            answers.update(explanations.read(explained))
     except (ValueError, exports.RosterError) as exc:
         print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
     rows = write_grades(args, rows, roster)
+    write_explanations(args, rows, answers, roster)
     write_exports(args, rows, roster)
     if roster is not None:
         report_roster(args, rows, roster)
     print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, {counted(len(rows), 'row')}, "
           f"into {shown(args.out)}")
     return 0
+
+
+def write_explanations(args, rows: list[dict], answers: dict[str, dict], roster: exports.Roster | None) -> None:
+    """The explanations' answers next to --out, for the instructor to mark (no points counted here)."""
+    explanations.write(explanations.explanations_path(args.out), rows, answers, roster, args.chapter)
+
+
+def read_answer(data: bytes) -> dict:
+    """The explanation's answer in a submission's bytes (JSON text, read here: nothing of it runs); a bug
+    in reading it costs the answer, never the submission's grades."""
+    try:
+        return explanations.read_answer(data)
+    except Exception as exc:
+        return {"status": "not_read", "answer": f"not read: the grader could not read it ({type(exc).__name__})"}
+
+
+def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
+    """--resume: the answers of the submissions graded already, as the earlier run wrote them, or, where it
+    did not (a run killed before it wrote them, or a grader older than the explanations), read again from
+    the file: JSON text only, never run."""
+    answers = explanations.read(explanations.explanations_path(args.out))
+    for name in done - set(answers):
+        if name in paths:
+            data, problem = read_submission(paths[name], max_bytes)
+            if problem is None:
+                answers[name] = read_answer(data)
+    return answers
 
 
 def write_exports(args, rows: list[dict], roster: exports.Roster | None) -> None:
@@ -290,6 +327,7 @@ def main(argv=None):
     previous = read_previous(args.out) if args.resume else []
     done = {r["submission"] for r in previous}
     paths = {name_text(p): p for p in args.submissions}  # in order, once each
+    answers = earlier_answers(args, done, paths, settings.max_bytes) if args.resume else {}
     if args.shard is not None:  # every N-th of the sorted names, from the K-th: the same slices on any machine
         k, n = args.shard
         paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
@@ -312,6 +350,7 @@ def main(argv=None):
                 rows = [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
                              reason=clean(problem[1]), library_calls="")]
             else:
+                answers[name] = read_answer(data)
                 rows = clean_rows(grade_notebook(name, data, settings, slot))
             return assignment.for_assignment(rows, args.chapter)
         except Exception as exc:  # a grader bug must not cost the other submissions their grades
@@ -326,6 +365,11 @@ def main(argv=None):
         except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
             print(f"WARNING: could not write {shown(args.out)}: {shown(exc)}", file=sys.stderr)
             return rows, False
+        try:
+            write_explanations(args, rows, answers, roster)
+        except Exception as exc:  # the grades are saved; the answers are tried again after the next one
+            print(f"WARNING: could not write {shown(explanations.explanations_path(args.out))}: {shown(exc)}",
+                  file=sys.stderr)
         return rows, True
 
     start = time.monotonic()
@@ -342,6 +386,8 @@ def main(argv=None):
                     graded[name] = [error_row(name, exc)]
                 for same in copies[name]:  # its rows, under the other file's name
                     graded[same] = [dict(r, submission=same) for r in graded[name]]
+                    if name in answers:
+                        answers[same] = answers[name]
                 rows, saved = save()
                 count += 1
                 progress(count, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
@@ -377,5 +423,6 @@ def main(argv=None):
               f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
               + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
     print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
-          + (f" and {shown(args.gradebook)}" if args.gradebook else ""))
+          + (f" and {shown(args.gradebook)}" if args.gradebook else "")
+          + f"; the explanations' answers, to mark, to {shown(explanations.explanations_path(args.out))}")
     return 0

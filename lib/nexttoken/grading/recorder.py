@@ -3,8 +3,8 @@
     python -m nexttoken.grading.recorder NOTEBOOK CHAPTER [--skip-cells 3,5] --out-fd 3
     python -m nexttoken.grading.recorder NOTEBOOK auto --out-fd 3
 
-It reads the notebook itself (the grader never parses a submission): nbformat 4 as JSON, older formats
-upgraded with nbformat's converter; with CHAPTER "auto" it finds the chapter in the notebook (its metadata,
+It reads the notebook itself (the grader parses a submission only for the explanation's answer, as
+text: ``explanations``): nbformat 4 as JSON, older formats upgraded with nbformat's converter; with CHAPTER "auto" it finds the chapter in the notebook (its metadata,
 else the exercise module its code imports).
 
 It only computes; the grader judges. Its standard input brings, from the grader, first a one-line nonce,

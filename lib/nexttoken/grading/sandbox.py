@@ -495,9 +495,11 @@ def _python_roots() -> list[str]:
 
 
 # The files of nexttoken.exercises that judge (tasks, references, known mistakes, held-out inputs, the
-# solutions, the stored examples): hidden in the sandbox, where only calling.py and watches.py are needed.
+# solutions, the stored examples, the explanations' rubrics and model answers): hidden in the sandbox,
+# where only calling.py and watches.py are needed.
 JUDGING_FILES = ("task.py", "feedback.py", "generated.py", "common.py", "held_out.py", "ch01.py", "ch02.py", "ch03.py", "ch04.py", "ch05.py",
-                 "ch06.py", "ch07.py", "solutions.json", "cases.json")
+                 "ch06.py", "ch07.py", "solutions.json", "cases.json", "explanations.py",
+                 "explanations.json")
 
 
 def hidden_files() -> tuple[list[str], list[str], str | None]:

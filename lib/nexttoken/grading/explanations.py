@@ -1,0 +1,165 @@
+"""The explanations, for the instructor to mark: each submission's answer to its chapter's explanation
+question (``nexttoken/exercises/explanations.py``), with the question, the rubric and the points possible,
+in one CSV next to --out (grades.csv: grades-explanations.csv). Nothing here scores an answer: the
+``points`` column is left blank for the instructor, and no total of grades.csv or the exports counts it.
+
+The answer is read in the grader's own process, from the snapshot the grader took (``submissions``): the
+notebook is parsed as JSON text and nothing in it runs. The notebook is still hostile, so it is parsed only
+under the recorder messages' cap of ``{``, ``[`` and ``,`` (``runner.MAX_TOKENS``), one notebook at a time;
+the answer's control and invisible characters become visible escapes, it is cut at MAX_ANSWER characters
+(saying so), and ``csvs.write_csv`` keeps a spreadsheet from reading any cell as a formula.
+
+Each grading run writes the file whole after every submission, as it writes grades.csv; ``--resume`` keeps
+the answers already in it (and any points the instructor typed there), and ``merge`` joins the shards'
+files, found next to each shard's grades CSV.
+"""
+
+import csv
+import json
+import threading
+import unicodedata
+from pathlib import Path
+
+from ..exercises import explanations as source
+from . import exports
+from .csvs import clean, unescape, write_csv
+from .runner import MAX_TOKENS
+
+MAX_ANSWER = 2000  # characters of an answer in the CSV: 2 to 4 sentences are a few hundred
+FIELDS = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]
+IDENTITY = ["student_id", "name", "roster_status"]  # first, with --roster: the instructor marks by student
+WITHHELD = "not in this build (a student build leaves the rubric out): export with the full package"
+# status: answered, cut (longer than MAX_ANSWER), no_answer (empty, or the placeholder untouched),
+# not_read (not JSON, or too many JSON values to parse here), or the notebook's own status where it was
+# not graded as a chapter (invalid_notebook, wrong_chapter, too_large, ...), missing_submission (--roster).
+
+_PARSING = threading.Lock()  # one parsed notebook at a time in memory, whatever --jobs is
+
+
+def explanations_path(out: Path) -> Path:
+    """Where the answers go: next to --out (grades.csv: grades-explanations.csv), as the roster's problems."""
+    return out.with_name(f"{out.stem}-explanations.csv")
+
+
+def harmless(text: str) -> tuple[str, str]:
+    """(status, text) for the CSV: every character a terminal or a spreadsheet could act on or hide
+    (controls, bidirectional overrides, zero-width ones) as its visible escape (\\x1b, \\u202e), line breaks
+    kept as "\\n", and at most MAX_ANSWER characters, the cut said at its end."""
+    text = clean(text).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    kept = []
+    for c in text:
+        kind = unicodedata.category(c)
+        if c == "\n" or c.isprintable():
+            kept.append(c)
+        elif kind == "Zs":  # a no-break or other space: a space
+            kept.append(" ")
+        elif kind in ("Zl", "Zp"):  # a line or paragraph separator: a line break
+            kept.append("\n")
+        else:
+            kept.append(c.encode("unicode_escape").decode("ascii"))
+    text = "".join(kept).strip()
+    if not text:
+        return "no_answer", ""
+    if len(text) > MAX_ANSWER:
+        return "cut", f"{text[:MAX_ANSWER]} [cut here: the first {MAX_ANSWER} of {len(text)} characters]"
+    return "answered", text
+
+
+def notebook_cells(nb) -> list:
+    """The cells of a parsed notebook: nbformat 4's ``cells``, or nbformat 3's worksheets' cells."""
+    if not isinstance(nb, dict):
+        return []
+    if isinstance(nb.get("cells"), list):
+        return nb["cells"]
+    sheets = nb.get("worksheets")
+    if isinstance(sheets, list):
+        return [c for sheet in sheets if isinstance(sheet, dict) and isinstance(sheet.get("cells"), list)
+                for c in sheet["cells"]]
+    return []
+
+
+def read_answer(data: bytes) -> dict:
+    """{"status", "answer"} of one submission's bytes (see ``harmless``); never raises for what they hold."""
+    if data.count(b"{") + data.count(b"[") + data.count(b",") > MAX_TOKENS:
+        return {"status": "not_read", "answer": f"not read: more than {MAX_TOKENS} JSON values in the "
+                                                "notebook (open it to read the answer)"}
+    with _PARSING:
+        try:
+            text = source.answer_text(notebook_cells(json.loads(data)))
+        except (ValueError, RecursionError):  # not JSON (nor UTF-8), or nested too deep
+            return {"status": "not_read", "answer": "not read: the notebook is not JSON"}
+    status, answer = harmless(text)
+    return {"status": status, "answer": answer}
+
+
+def question_columns(chapter: str, table: dict | None) -> dict:
+    """The question, rubric and points possible of a chapter's explanation ("" where none is known)."""
+    if not chapter:
+        return {"question": "", "rubric": "", "points_possible": ""}
+    if table is None:
+        return {"question": "", "rubric": WITHHELD, "points_possible": ""}
+    entry = table[chapter]
+    rubric = "\n".join(f"{p['points']} point{'s' if p['points'] != 1 else ''}: {p['point']}" for p in entry["rubric"])
+    return {"question": entry["question"], "rubric": rubric, "points_possible": entry["points"]}
+
+
+def export_rows(rows: list[dict], answers: dict[str, dict], expected: str | None = None) -> list[dict]:
+    """One row per submission of the grades ``rows`` (in their order): its chapter (from its tasks, else
+    --chapter's), its answer, and that chapter's question and rubric. A notebook not graded as a chapter
+    (one row for the whole notebook: invalid, another chapter's, too large) has its status and no answer."""
+    table = source.table()
+    out = []
+    for name, mine in exports.per_submission(rows).items():
+        tasks = [r["task"] for r in mine if r["task"] != "-"]
+        chapter = tasks[0].split(".")[0] if tasks else (expected or "")
+        if tasks:
+            got = answers.get(name, {"status": "not_read", "answer": ""})
+            status, answer = got["status"], got["answer"]
+        else:
+            status, answer = mine[0]["status"], ""
+        out.append({"submission": name, "chapter": chapter, "status": status, "answer": answer,
+                    **question_columns(chapter, table), "points": answers.get(name, {}).get("points", "")})
+    return out
+
+
+def with_identity(lines: list[dict], roster: exports.Roster, expected: str | None = None) -> list[dict]:
+    """The rows, each with its student (as grades.csv's: a file nobody owns stays, unowned), then a
+    missing_submission row per student with no file."""
+    files_of, status = exports.match([r["submission"] for r in lines], roster)
+    owner = {name: s for s in roster for name in files_of[s["student_id"]]}
+    out = [{"student_id": owner.get(r["submission"], {}).get("student_id", ""),
+            "name": owner.get(r["submission"], {}).get("name", ""), "roster_status": status[r["submission"]], **r}
+           for r in lines]
+    table = source.table()
+    for s in roster:
+        if not files_of[s["student_id"]]:
+            out.append({"student_id": s["student_id"], "name": s["name"], "roster_status": "missing_submission",
+                        "submission": "-", "chapter": expected or "", "status": "missing_submission",
+                        "answer": "", **question_columns(expected or "", table), "points": ""})
+    return out
+
+
+def write(path: Path, rows: list[dict], answers: dict[str, dict], roster: exports.Roster | None,
+          expected: str | None = None) -> None:
+    """The explanations CSV for the grades ``rows`` (as grades.csv holds them)."""
+    lines = export_rows(rows, answers, expected)
+    if roster is None:
+        write_csv(path, FIELDS, lines)
+    else:
+        write_csv(path, IDENTITY + FIELDS, with_identity(lines, roster, expected))
+
+
+def read(path: Path) -> dict[str, dict]:
+    """{submission: {"status", "answer", "points"}} of an earlier run's explanations CSV (for --resume and
+    merge; the roster's missing_submission rows are made again at each write). Missing file: {}."""
+    if not path.exists():
+        return {}
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames not in (FIELDS, IDENTITY + FIELDS):
+                raise SystemExit(f"{path} is not an explanations CSV (columns {reader.fieldnames})")
+            return {unescape(r["submission"]): {k: unescape(r[k] or "") for k in ("status", "answer", "points")}
+                    for r in reader if r.get("roster_status") != "missing_submission"}
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise SystemExit(f"{path} is not a readable explanations CSV ({type(exc).__name__}: {exc})") from None

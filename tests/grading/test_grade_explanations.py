@@ -1,0 +1,191 @@
+"""The explanations' answers, exported for the instructor to mark (OUT-explanations.csv): read from each
+submission's JSON in the grader's process (nothing of it runs), made harmless, never counted in a total;
+kept by --resume and joined by merge. Seconds: the sandboxed run is stood in for (as in
+test_grade_dedup.py), since the answer never goes through it."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from nexttoken.exercises import explanations as source
+from nexttoken.grading import cli, csvs, explanations, sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISE = json.loads((ROOT / "exercises" / "ch02.ipynb").read_text(encoding="utf-8"))
+HOSTILE = "=cmd|' /C calc'!A0 \x1b[2J\x00 \u202eevil\u200b \r\nnext line\t" + "x" * 100_000
+
+
+def submission(path: Path, answer: str | None) -> Path:
+    """The ch02 exercise notebook with ``answer`` typed into its answer cell (None: left untouched)."""
+    nb = json.loads(json.dumps(EXERCISE))
+    if answer is not None:
+        [cell] = [c for c in nb["cells"] if source.ours(c, "answer")]
+        cell["source"] = answer
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+def read(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture
+def grader(tmp_path, monkeypatch):
+    """cli.main in tmp_path, with each submission "graded" ch02.q1 and q2 by a stand-in (1 point each;
+    a file holding "wrong_chapter" is another chapter's, "broken" is not a notebook)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup in this test"))
+
+    def grade_notebook(name, data, settings, slot=0):
+        if b"broken" in data:
+            return [dict(submission=name, task="-", points=0, max_points=0, status="invalid_notebook",
+                         reason="not a notebook", library_calls="")]
+        chapter = "ch05" if b"wrong_chapter" in data else "ch02"
+        return [dict(submission=name, task=f"{chapter}.q{i}", points=1, max_points=1, status="passed", reason="r",
+                     library_calls="") for i in (1, 2)]
+
+    monkeypatch.setattr(cli, "grade_notebook", grade_notebook)
+
+    def run(*args):
+        code = cli.main(["--no-sandbox", "--allow-no-cgroup", "--jobs", "2", *args])
+        assert code == 0
+        return code
+    return run
+
+
+def by_submission(rows):
+    return {csvs.unescape(r["submission"]): r for r in rows}
+
+
+def test_the_export_holds_each_answer_with_its_question_and_rubric(grader, tmp_path):
+    submission(tmp_path / "alice.ipynb", "<!-- answer: ch02.explain -->\nPosition t only sees tokens up to t.")
+    submission(tmp_path / "bob.ipynb", None)  # the placeholder, untouched
+    submission(tmp_path / "carol.ipynb", "")
+    submission(tmp_path / "dave.ipynb", source.PLACEHOLDER + "\n\nThe mask hides the future.")
+    grader("--out", "grades.csv", "--gradebook", "book.csv", "--", "alice.ipynb", "bob.ipynb", "carol.ipynb",
+           "dave.ipynb")
+    rows = read(tmp_path / "grades-explanations.csv")
+    assert list(rows[0]) == explanations.FIELDS
+    got = by_submission(rows)
+    assert got["alice.ipynb"]["answer"] == "Position t only sees tokens up to t."
+    assert got["alice.ipynb"]["status"] == "answered"
+    assert got["dave.ipynb"]["answer"] == "The mask hides the future."
+    for name in ("bob.ipynb", "carol.ipynb"):
+        assert (got[name]["status"], got[name]["answer"]) == ("no_answer", "")
+    entry = source.table()["ch02"]
+    for r in rows:
+        assert (r["chapter"], r["question"], r["points_possible"], r["points"]) == ("ch02", entry["question"], "3", "")
+        assert r["rubric"].splitlines()[0] == f"1 point: {entry['rubric'][0]['point']}"
+    # Not auto-scored: the gradebook is the tasks' points alone, with no column for the explanation.
+    book = read(tmp_path / "book.csv")
+    assert list(book[0]) == ["submission", "ch02.q1", "ch02.q2", "total", "max_points"]
+    assert {(r["total"], r["max_points"]) for r in book} == {("2", "2")}
+
+
+def test_a_hostile_answer_is_neutralised_and_cut(grader, tmp_path):
+    submission(tmp_path / "mallory.ipynb", HOSTILE)
+    submission(tmp_path / "=HYPERLINK(1).ipynb", "+SUM(A1)\n@x")
+    deep = tmp_path / "deep.ipynb"
+    deep.write_text("[" * 100_000 + "]" * 100_000)  # under --max-size and the structure cap: RecursionError
+    many = tmp_path / "many.ipynb"
+    many.write_text(json.dumps({**EXERCISE, "metadata": {"junk": [0] * (explanations.MAX_TOKENS + 1)}}))
+    grader("--out", "grades.csv", "--", "mallory.ipynb", "=HYPERLINK(1).ipynb", "deep.ipynb", "many.ipynb")
+    text = (tmp_path / "grades-explanations.csv").read_text(encoding="utf-8")
+    assert "\x1b" not in text and "\x00" not in text and "\u202e" not in text and "\u200b" not in text
+    with open(tmp_path / "grades-explanations.csv", newline="", encoding="utf-8") as f:
+        cells = [c for row in csv.reader(f) for c in row]
+    assert not [c for c in cells if c[:1] in csvs.FORMULA_STARTS and c != "-"]  # no cell a spreadsheet runs
+    got = by_submission(read(tmp_path / "grades-explanations.csv"))
+    answer = got["mallory.ipynb"]["answer"]
+    assert got["mallory.ipynb"]["status"] == "cut"
+    assert answer.startswith("'=cmd|' /C calc'!A0 \\x1b[2J\\x00 \\u202eevil\\u200b \nnext line ")
+    assert len(answer) < explanations.MAX_ANSWER + 100
+    kept, _, said = answer.partition(" [cut here: ")
+    assert len(kept) == explanations.MAX_ANSWER + 1  # its first 2000 characters (and the escape's "'")
+    assert said.startswith(f"the first {explanations.MAX_ANSWER} of 1000") and said.endswith(" characters]")
+    assert got["=HYPERLINK(1).ipynb"]["answer"] == "'+SUM(A1)\n@x"  # escaped as grades.csv escapes names
+    assert (got["deep.ipynb"]["status"], got["many.ipynb"]["status"]) == ("not_read", "not_read")
+
+
+def test_harmless_keeps_words_and_lines_and_says_where_it_cut():
+    assert explanations.harmless("  Two lines,\r\nnon\u00a0breaking.  ") == ("answered", "Two lines,\nnon breaking.")
+    status, text = explanations.harmless("é" * 5000)
+    assert status == "cut" and text == "é" * explanations.MAX_ANSWER + " [cut here: the first 2000 of 5000 characters]"
+    assert explanations.harmless("\u2028\t ") == ("no_answer", "")
+    assert explanations.harmless("a\ud800b") == ("answered", "a\\ud800b")  # a lone surrogate (JSON allows it)
+
+
+def test_a_notebook_not_graded_as_the_chapter_has_its_status_and_no_answer(grader, tmp_path):
+    submission(tmp_path / "other.ipynb", "wrong_chapter: my ch05 answer")
+    (tmp_path / "broken.ipynb").write_text("broken")
+    grader("--out", "grades.csv", "--chapter", "2", "--", "other.ipynb", "broken.ipynb")
+    got = by_submission(read(tmp_path / "grades-explanations.csv"))
+    assert {n: (r["chapter"], r["status"], r["answer"]) for n, r in got.items()} == {
+        "other.ipynb": ("ch02", "wrong_chapter", ""), "broken.ipynb": ("ch02", "invalid_notebook", "")}
+
+
+def test_with_a_roster_each_row_names_its_student_and_a_missing_one_has_a_row(grader, tmp_path):
+    submission(tmp_path / "s1_ch02.ipynb", "Because of the mask.")
+    submission(tmp_path / "stranger.ipynb", "Not on the roster.")
+    (tmp_path / "roster.csv").write_text("file,student_id,name\ns1_*.ipynb,s1,Ann\ns2_*.ipynb,s2,Ben\n")
+    grader("--out", "grades.csv", "--roster", "roster.csv", "--chapter", "ch02", "--", "s1_ch02.ipynb",
+           "stranger.ipynb")
+    rows = read(tmp_path / "grades-explanations.csv")
+    assert list(rows[0]) == explanations.IDENTITY + explanations.FIELDS
+    assert [(r["student_id"], r["name"], r["roster_status"], r["submission"], r["status"], r["answer"])
+            for r in rows] == [("s1", "Ann", "matched", "s1_ch02.ipynb", "answered", "Because of the mask."),
+                               ("", "", "no_roster_entry", "stranger.ipynb", "answered", "Not on the roster."),
+                               ("s2", "Ben", "missing_submission", "-", "missing_submission", "")]
+    assert rows[2]["question"] == source.table()["ch02"]["question"]  # --chapter names the question to mark
+
+
+def test_resume_keeps_the_answers_and_the_instructors_points(grader, tmp_path):
+    submission(tmp_path / "a.ipynb", "First answer.")
+    grader("--out", "grades.csv", "--", "a.ipynb")
+    path = tmp_path / "grades-explanations.csv"
+    rows = read(path)
+    rows[0]["points"] = "2"  # the instructor marked it in place
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, explanations.FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    submission(tmp_path / "a.ipynb", "Changed after grading: not what was graded.")
+    submission(tmp_path / "b.ipynb", "Second answer.")
+    grader("--out", "grades.csv", "--resume", "--", "a.ipynb", "b.ipynb")
+    got = by_submission(read(path))
+    assert (got["a.ipynb"]["answer"], got["a.ipynb"]["points"]) == ("First answer.", "2")
+    assert got["b.ipynb"]["answer"] == "Second answer."
+    path.unlink()  # e.g. a run killed before it wrote the answers: read again from the file
+    grader("--out", "grades.csv", "--resume", "--", "a.ipynb", "b.ipynb")
+    assert by_submission(read(path))["a.ipynb"]["answer"] == "Changed after grading: not what was graded."
+
+
+def test_merged_shards_give_what_one_run_gives(grader, tmp_path, capsys):
+    names = [f"s{i}.ipynb" for i in range(5)]
+    for i, name in enumerate(names):
+        submission(tmp_path / name, f"Answer {i}." if i % 2 else None)
+    grader("--out", "whole.csv", "--", *names)
+    for k in (1, 2):
+        grader("--out", f"part{k}.csv", "--shard", f"{k}/2", "--", *names)
+    listed = sorted(str(p.name) for p in tmp_path.glob("part*.csv"))  # what `merge part*.csv` gives it
+    assert listed == ["part1-explanations.csv", "part1.csv", "part2-explanations.csv", "part2.csv"]
+    assert cli.main(["merge", *listed, "--out", "merged.csv"]) == 0
+    assert read(tmp_path / "merged-explanations.csv") == read(tmp_path / "whole-explanations.csv")
+    assert read(tmp_path / "merged.csv") == read(tmp_path / "whole.csv")
+    (tmp_path / "part2-explanations.csv").unlink()  # e.g. a shard graded by an older grader: said, not fatal
+    assert cli.main(["merge", "part1.csv", "part2.csv", "--out", "merged.csv"]) == 0
+    assert "part2-explanations.csv does not exist" in capsys.readouterr().err
+    merged = by_submission(read(tmp_path / "merged-explanations.csv"))
+    assert [merged[n]["status"] for n in names] == ["no_answer", "not_read", "no_answer", "not_read", "no_answer"]
+
+
+def test_without_the_rubrics_the_answers_are_still_exported_and_say_why_there_is_no_rubric(monkeypatch):
+    """A student build (no explanations.json) has no rubric to export: the answers still are."""
+    monkeypatch.setattr(source, "table", lambda: None)
+    rows = [dict(submission="a.ipynb", task="ch02.q1", points=1, max_points=1, status="passed", reason="r",
+                 library_calls="")]
+    [line] = explanations.export_rows(rows, {"a.ipynb": {"status": "answered", "answer": "Because."}})
+    assert (line["answer"], line["rubric"], line["question"]) == ("Because.", explanations.WITHHELD, "")
