@@ -139,10 +139,19 @@ def test_step_inputs_discriminate(ch, name):
 
 
 def test_sampling_inputs_differ_from_greedy():
+    """Each case's seeded draw differs from the argmax somewhere, except the case whose logits reach the
+    hundreds: it is there for a softmax without the max shift, and so peaked that sampling is greedy."""
     q4 = chapter("ch05").q4
+    differ = 0
     for model, ids, generator in q4.cases():
         sampled = q4.reference(model, ids, generator)[:, -1]
-        assert not torch.equal(sampled, model(ids)[:, -1].argmax(-1)), "the seeded draw equals the argmax"
+        with torch.no_grad():
+            logits = model(ids)[:, -1]
+        if logits.max() > 88:
+            continue
+        assert not torch.equal(sampled, logits.argmax(-1)), "the seeded draw equals the argmax"
+        differ += 1
+    assert differ == len(q4.cases()) - 1
 
 
 def test_eos_rows_stop_at_different_steps():
