@@ -331,7 +331,10 @@ def use_autotune_cache_dir() -> None:
     its default into the variable the first time it looks (importing transformers' models does), so the
     default counts as unset. It reads the variable at every look-up: this applies to the compiles that follow
     in this process."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # torch < 2.6 kept it beside the other runtime helpers
+        from torch._inductor.runtime.runtime_utils import default_cache_dir
 
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR") in (None, default_cache_dir()):
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = autotune_cache_dir()
