@@ -100,11 +100,10 @@ def _q2_diagnose(args, expected, got):
         raise Mistake(f"log_prob should be a float tensor of shape (B,) = ({B},), one sum per row of input_ids"
                       f"{' (zeros: with max_new_tokens = 0 there is nothing to score)' if n == 0 else ''}; yours "
                       f"is {describe(got[1])}")
-    if isinstance(got[1], torch.Tensor) and torch.equal(got[0], expected[0]) and got[1].shape == expected[1].shape:
-        if (got[1] > 0).any():
-            raise Mistake("log_prob is above 0, so it is not a log-probability: a probability is at most 1 and its "
-                          "log at most 0. Take each chosen token's log-softmax (not its logit, nor a probability "
-                          "summed), and sum those")
+    if torch.equal(got[0], expected[0]) and (got[1] > 0).any():
+        raise Mistake("log_prob is above 0, so it is not a log-probability: a probability is at most 1 and its "
+                      "log at most 0. Take each chosen token's log-softmax (not its logit, nor a probability "
+                      "summed), and sum those")
 
 
 def _scored_loop(score, combine=sum, read=lambda ids, prompt: ids, pick=lambda logits: logits[:, -1], empty=0.0):
@@ -132,10 +131,7 @@ def _log_p(logits, token):
 
 
 def _product(scores):
-    total = scores[0]
-    for s in scores[1:]:
-        total = total * s
-    return total
+    return torch.stack(scores).prod(dim=0)
 
 
 q2 = Task(
@@ -172,7 +168,7 @@ q2 = Task(
         Known("log_prob holds only the last step's log-probability: add every step's (start from 0 and accumulate)",
               _scored_loop(_log_p, lambda s: s[-1])),
     ],
-    hints=("The loop already computes, at each step, the distribution the chosen token was drawn from: the "
+    hints=("The loop already computes, at each step, the distribution it selects the token from: the "
            "chain rule's factor for that token.",
            "At each step, beside the argmax, take the chosen token's log-probability, log_softmax(logits)[row, "
            "token], and add it to a running total per row, shape (B,), starting from zeros.",

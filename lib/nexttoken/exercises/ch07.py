@@ -68,26 +68,24 @@ q1 = Task(
 )
 
 
-def _attend(q, k, v):
-    """One query per head against every cached key; each key/value head serves a group of query heads."""
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+def _expand(q, kv, tiled=False):
+    """Keys or values with one head per query head: each key/value head serves a group of query heads in a row
+    (0, 0, 1, 1, 2, 2); ``tiled``, the mistake, pairs them in turn instead (.repeat: 0, 1, 2, 0, 1, 2)."""
+    group = q.shape[1] // kv.shape[1]
+    return kv.repeat(1, group, 1, 1) if tiled else kv.repeat_interleave(group, dim=1)
+
+
+def _grouped(attend):
+    """``attend`` (heads matched one to one) on grouped key/value heads, expanded first."""
+    return lambda q, k, v: attend(q, _expand(q, k), _expand(q, v))
+
+
+def _one_to_one(q, k, v):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return torch.softmax(scores, dim=-1) @ v
 
 
-def _tiled(q, k, v, attend):
-    """The key/value heads tiled (.repeat: 0, 1, 2, 0, 1, 2) instead of grouped (0, 0, 1, 1, 2, 2)."""
-    group = q.shape[1] // k.shape[1]
-    return attend(q, k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1))
-
-
-def _grouped(attend):
-    """A mistake of the attention itself, made on grouped heads (expanded correctly first)."""
-    def wrong(q, k, v):
-        group = q.shape[1] // k.shape[1]
-        return attend(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1))
-    return wrong
+_attend = _grouped(_one_to_one)  # one query per head against every cached key
 
 
 def _first_key_only(q, k, v):
@@ -130,7 +128,7 @@ q2 = Task(
         Known("you tiled the key/value heads (k.repeat(1, group, 1, 1) gives heads 0, 1, 2, 0, 1, 2): query heads "
               "come in groups, so query heads 0 and 1 share key head 0, heads 2 and 3 key head 1, ... Use "
               "k.repeat_interleave(group, dim=1), which gives 0, 0, 1, 1, 2, 2",
-              lambda q, k, v: _tiled(q, k, v, _attend)),
+              lambda q, k, v: _one_to_one(q, _expand(q, k, tiled=True), _expand(q, v, tiled=True))),
         Known("you applied a causal mask whose first row hides all but the first key: the new token is the last "
               "position, so it may see every cached key, no mask needed", _grouped(_first_key_only)),
         Known("you forgot to divide the scores by sqrt(head_dim)",
