@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def grade_once(folder: Path, names: list[str], jobs: int, sandbox: bool) -> float:
     out = folder / f"grades-{jobs}-{sandbox}.csv"
     cmd = [sys.executable, "-m", "nexttoken.grade", "--out", str(out), "--jobs", str(jobs), "--timeout", "120"]
-    cmd += [] if sandbox else ["--no-sandbox"]
+    cmd += [] if sandbox else ["--no-sandbox", "--trusted-as-root"]  # the course's own solutions
     start = time.perf_counter()
     result = subprocess.run(cmd + ["--", *names], cwd=folder, capture_output=True, text=True, timeout=3600)
     elapsed = time.perf_counter() - start

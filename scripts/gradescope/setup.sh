@@ -2,7 +2,8 @@
 # Gradescope runs this once, as root, when it builds the autograder's image (Ubuntu, Python 3.10 or newer).
 # It installs the course's torch pin (the CPU wheel) and the nexttoken wheel that came in this zip, then
 # deletes the package's solutions file (the solution notebooks' code, which grading never reads) and makes
-# the exercises' judging files root's alone: where bubblewrap cannot run here, the container is the
+# the exercises' judging files root's alone, and deletes the wheel from /autograder/source (it holds the
+# same files) and makes that folder root's alone: where bubblewrap cannot run here, the container is the
 # submission's only wall, so nothing may be in it to read.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -24,3 +25,7 @@ for name in JUDGING_FILES:
 if (exercises / "__pycache__").is_dir():
     (exercises / "__pycache__").chmod(0o700)
 PY
+# The wheel holds every judging file (solutions, held-out inputs, the explanations' rubrics): installed,
+# it is not needed any more. The folder keeps run_autograder, reap.py and chapter, for root alone.
+rm -f nexttoken-*.whl
+chmod 0700 .

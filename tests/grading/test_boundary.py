@@ -89,19 +89,23 @@ def same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+@pytest.mark.parametrize("held_out", [False, True])
 @pytest.mark.parametrize("name", CHAPTERS)
-def test_the_work_order_carries_the_inputs_the_judge_uses(name):
-    """Every input of every task, held-out ones included, arrives as the judge builds it (a model used
-    twice arrives as one model), and nothing but plain data and the inputs travels."""
+def test_the_work_order_carries_the_inputs_the_judge_uses(name, held_out):
+    """Every input of every task arrives as the judge builds it (a model used twice arrives as one model),
+    and nothing but plain data and the inputs travels. A run's order holds the visible inputs or the
+    held-out ones, never both: no run that can show a learner's text holds a held-out input."""
     module = chapter(name)
-    order = unpack_order(work_order(name, module.TASKS, held_out=True))
+    order = unpack_order(work_order(name, module.TASKS, held_out=held_out))
     assert order["chapter"] == name and [t["name"] for t in order["tasks"]] == module.TASKS
     for sent in order["tasks"]:
         task = getattr(module, sent["name"])
         assert set(sent) == {"name", "function", "arg_names", "forbid", "watch", "library", "cases"}
-        assert same(sent["cases"], [tuple(c) for c in task.graded_cases(True)[0]])
+        judged = task.judged_cases(held_out)[0]
+        assert same(sent["cases"], [tuple(c) for c in judged])
+        assert len(judged) == (len(task.held_out_cases()) if held_out else len(task.cases()))
         models = [a for case in sent["cases"] for a in case if isinstance(a, Decoder)]
-        built = [a for case in task.graded_cases(True)[0] for a in case if isinstance(a, Decoder)]
+        built = [a for case in judged for a in case if isinstance(a, Decoder)]
         assert len({id(m) for m in models}) == len({id(m) for m in built})
 
 

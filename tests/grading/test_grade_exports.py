@@ -199,8 +199,8 @@ def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path
     tampered = graded[("emptied.ipynb", "ch02.q1")]
     assert tampered["status"] == "error" and "No module named 'nexttoken.exercises.held_out'" in tampered["reason"]
     feedback = (tmp_path / "feedback" / "tuned.md").read_text()
-    assert 'input:    the held-out test "T = 2"' in feedback, feedback
-    assert "tensor(" not in feedback and "expected:" not in feedback
+    assert "all 5 visible tests passed, but causal_mask(...) on held-out test 1 of" in feedback, feedback
+    assert "tensor(" not in feedback and "expected:" not in feedback and "T = 2" not in feedback
 
 
 def test_shard_is_k_of_n():

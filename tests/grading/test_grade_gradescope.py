@@ -90,18 +90,40 @@ def test_a_daemon_neither_outlives_the_autograder_nor_rewrites_results_and_the_s
     assert oct((tmp_path / "gs" / "results").stat().st_mode & 0o777) == "0o755"
 
 
-def test_without_bubblewrap_the_daemon_is_ended_by_the_subreaper_before_results_are_written(autograder, tmp_path):
-    """The path of a container where bubblewrap cannot run (--no-sandbox; here as root, since this
-    machine's Python is under /root, which a sandbox user id cannot open): the daemon, detached into a
-    session of its own, can reach results/; the subreaper ends it before results.json is written."""
+def test_without_bubblewrap_a_submission_never_runs_as_root(autograder, tmp_path):
+    """The path of a container where bubblewrap cannot run (--no-sandbox, as root). Each submission would
+    run as a user id of its own; this machine's Python is under /root, which that id cannot open, and
+    before round 5 the grader then warned and ran the submission as root: its daemon rewrote results.json
+    (999). Now the grader refuses, says what the image must provide, and nothing of the submission runs."""
     attacker = notebook(tmp_path / "attacker.ipynb", HEADER, daemon(tmp_path / "gs" / "results"),
                         *CH02_GOOD.values())
     results, log = run(autograder, tmp_path / "gs", ("mine.ipynb", attacker), NEXTTOKEN_AUTOGRADER_NO_BWRAP="1")
     assert "--no-sandbox" in log, log
-    assert survivors() == [], "a process of the submission outlived run_autograder"
-    time.sleep(3)
-    after = json.loads((tmp_path / "gs" / "results" / "results.json").read_text())
-    assert after == results and results["score"] == 5, (results, log)
+    if "cannot start" not in log:
+        pytest.skip("a sandbox user id can start this Python here: the refusal is not reached")
+    assert "a submission never runs as root" in log and "Python that every user can run" in log, log
+    assert results["score"] == 0 and "The grader failed" in results["output"], results
+    time.sleep(3)  # a daemon would have woken by now
+    assert survivors() == [], "the submission ran"
+    assert json.loads((tmp_path / "gs" / "results" / "results.json").read_text()) == results
+
+
+def test_setup_leaves_no_judging_file_in_the_autograders_source_folder(autograder, tmp_path):
+    """setup.sh, its installs stubbed (no apt-get, no pip here): the wheel, which holds every judging file,
+    is deleted from /autograder/source after installing, and the folder is root's alone (0700)."""
+    source = tmp_path / "source"
+    shutil.copytree(autograder.parent, source)
+    assert list(source.glob("nexttoken-*.whl"))
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name in ("apt-get", "python3"):
+        (stubs / name).write_text("#!/bin/sh\ncat >/dev/null 2>&1 || true\nexit 0\n")
+        (stubs / name).chmod(0o755)
+    subprocess.run(["bash", str(source / "setup.sh")], check=True, capture_output=True, timeout=60,
+                   env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"})
+    assert not list(source.glob("*.whl")), sorted(p.name for p in source.iterdir())
+    assert oct(source.stat().st_mode & 0o777) == "0o700"
+    assert (source / "run_autograder").is_file() and (source / "reap.py").is_file()
 
 
 def test_a_notebook_of_another_chapter_gets_0_of_the_chapters_points(autograder, tmp_path):

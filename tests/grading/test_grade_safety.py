@@ -183,3 +183,122 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
         for earlier, _ in before:
             assert sequence.check({"nonce": "n", **earlier}, None) is None
         assert sequence.check({"nonce": "n", **message}, ("cell", 1)) is not None, message
+
+
+# --- round 5 (issue 54): what a judged value may cost, one escaping, the careless cases -----------------------
+
+def test_a_tensor_of_no_elements_and_huge_dimensions_is_refused_by_the_wire():
+    from nexttoken.grading import wire
+
+    for shape in ([4194304, 4194304, 0], [4194304, 0, 5], [0, 1 << 22, 2]):
+        with pytest.raises(wire.Rejected, match="no elements but dimensions"):
+            wire.decode_outcomes([["ok", {"dtype": "int64", "shape": shape, "data": ""}]], 1)
+    [(kind, value)] = wire.decode_outcomes([["ok", {"dtype": "int64", "shape": [1 << 20, 0], "data": ""}]], 1)
+    assert kind == "ok" and tuple(value.shape) == (1 << 20, 0)
+
+
+def test_feedback_never_lists_a_tensor_with_many_rows_of_nothing():
+    import torch
+
+    from nexttoken.exercises import feedback
+
+    assert feedback.show(torch.empty(4194304, 4194304, 0).long()) == "a torch.int64 tensor of shape (4194304, 4194304, 0)"
+    assert feedback.describe(torch.empty(1 << 20, 0)) == "a torch.float32 tensor of shape (1048576, 0)"
+    assert feedback.show(torch.tensor([[1, 2]])) == "tensor([[1, 2]])"
+
+
+def test_judging_that_runs_out_of_memory_is_that_tasks_grader_error():
+    from nexttoken.grading import judge
+
+    class Greedy:
+        name = "q1"
+
+        def judged_cases(self, held_out=False):
+            return [(1,)], {}
+
+        def evaluate(self, outcomes, held_out=False):
+            return "passed", str(len(bytearray(8 * 1024 ** 3)))  # far past JUDGE_MEMORY_MB
+
+    status, reason = judge.judge(Greedy(), {"outcomes": [["ok", 1]]})
+    assert status == "grader_error" and f"more than {judge.JUDGE_MEMORY_MB} MB" in reason
+    assert len(bytearray(1024 ** 3)) == 1024 ** 3  # the cap is lifted afterwards
+
+
+def test_cutting_lines_is_linear_in_the_chunk():
+    """64 KB of newlines cut as one chunk or as 16 chunks of 4 KB: the same work (the old loop copied the
+    rest of the chunk for every line, so one big chunk cost 16 times the small ones)."""
+    import time
+
+    nonce = secrets.token_hex(16)
+
+    def cost(chunk_size: int) -> float:
+        lines, data = runner.Lines(nonce), b"\n" * 65536
+        start = time.process_time()
+        for _ in range(8):
+            for i in range(0, len(data), chunk_size):
+                lines.feed(data[i:i + chunk_size])
+        return time.process_time() - start
+
+    cost(4096)  # warm up
+    assert cost(65536) < 4 * cost(4096) + 0.05
+
+
+def test_a_line_split_across_chunks_is_kept_and_junk_is_dropped():
+    nonce = secrets.token_hex(16)
+    line = f'{{"nonce": "{nonce}", "done": true}}'.encode()
+    lines = runner.Lines(nonce)
+    assert lines.feed(line[:7]) == [] and lines.feed(line[7:] + b"\njunk\n\n" + line[:3]) == [line]
+    assert lines.feed(b"x" + line + b"\n") == [] and lines.feed(line + b"\n") == [line]
+
+
+@pytest.mark.parametrize("text", ["\x1b]0;title\x07", "\x1b[2J", "a\rb", "\x9b31m", "\u202etxt", "\x7f", "\t"])
+def test_one_escaping_leaves_no_control_character(text):
+    for escaped in (csvs.clean(text), csvs.shown(text), csvs.name_text(text)):
+        assert all(c.isprintable() for c in escaped), escaped
+    assert csvs.clean("line\nnext") == "line\nnext" and csvs.shown("line\nnext") == "line\\nnext"
+    assert csvs.clean(csvs.name_text(text)) == csvs.name_text(text)  # what --resume reads back is the key
+
+
+def test_names_that_differ_only_in_control_characters_keep_their_own_rows():
+    names = ["a\x1b.ipynb", "a\\x1b.ipynb", "a\n.ipynb", "a\\n.ipynb"]
+    assert len({csvs.name_text(n) for n in names}) == 4
+
+
+def test_a_defining_cell_with_a_python_cell_magic_or_a_with_block_defines_its_function():
+    import ast
+
+    from nexttoken.grading import recorder
+
+    for source in ("%%time\ndef f(x):\n    return x\n", "%%capture out\ndef f(x):\n    return x\n",
+                   "import torch\nwith torch.no_grad():\n    def f(x):\n        return x\n    print('hi')\n"):
+        namespace: dict = {}
+        exec(compile(recorder.definitions(recorder.to_python(source)), "<cell>", "exec"), namespace)
+        assert namespace["f"](3) == 3, source
+    kept = ast.unparse(recorder.definitions(recorder.to_python("%%bash\necho hi\n")))
+    assert "def" not in kept
+
+
+def test_a_missing_function_is_explained_by_where_it_is_written():
+    from nexttoken.grading import recorder
+
+    assert recorder.missing_reason("f", ["x = 1"]) == "the notebook does not define a function named f"
+    nested = recorder.missing_reason("f", ["x = 1", "for _ in range(1):\n    def f(T):\n        pass\n"])
+    assert "code cell 2" in nested and "top level" in nested
+    assert "did that cell raise" in recorder.missing_reason("f", ["def f(T):\n    pass\n"])
+
+
+def test_no_sandbox_as_root_never_runs_a_submission_as_root_unless_told_it_is_trusted(monkeypatch, capsys):
+    """Where the sandbox's user id cannot start this Python (a pyenv under /root), the grader used to warn
+    and run the submission as root (it rewrote run_autograder on Gradescope). Now it refuses and says what
+    the image must provide; --trusted-as-root is the explicit choice for notebooks the instructor wrote."""
+    monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup here"))
+    monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [61000 + i for i in range(n)])
+    monkeypatch.setattr(sandbox, "can_run_as", lambda uid, limits: False)
+    base = ["--out", "g.csv", "--no-sandbox", "--allow-no-cgroup", "x.ipynb"]
+    refused = cli.setup(cli.parse_args(base), sandbox.Limits())
+    assert isinstance(refused, str) and "a submission never runs as root" in refused
+    assert "Python that every user can run" in refused
+    assert cli.setup(cli.parse_args(["--trusted-as-root", *base]), sandbox.Limits()) == (None, [None, None])
+    assert "run as root" in capsys.readouterr().err
+    monkeypatch.setattr(sandbox, "can_run_as", lambda uid, limits: True)
+    assert cli.setup(cli.parse_args(base), sandbox.Limits()) == (None, [61000, 61001])

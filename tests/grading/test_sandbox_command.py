@@ -311,6 +311,7 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
         started.append(cmd)
         raise Done
 
+    sandbox.seccomp_filter("no_threads")  # built (and kept) before Popen is replaced below
     monkeypatch.setattr(runner.subprocess, "Popen", popen)
     monkeypatch.setattr(runner.os, "chown", lambda path, uid, gid: chowned.append((str(path), uid)))
     monkeypatch.setattr(sandbox, "kill_user", killed.append)

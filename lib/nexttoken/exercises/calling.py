@@ -19,6 +19,9 @@ from ..model import Decoder
 
 MAX_LIST = 64  # items of one list or tuple that an output keeps (the grader's wire refuses more)
 RULE = "forbidden call: "  # how a forbidden call's error begins (run_on recognises it by this)
+NO_THREAD = "can't start new thread"  # Python's error where the grader's sandbox refuses a new thread
+THREADS_REFUSED = ("threads are refused while grading: the grader calls each function in one thread and its "
+                   "rules apply there; compute in the function itself")
 
 
 def counted(k: int, noun: str, plural: str | None = None) -> str:
@@ -160,7 +163,9 @@ def run_on(fn, cases, forbid: dict[str, str] | None = None, watch=None, arg_name
             outcomes.append(("not_implemented", ""))
             break
         except Exception as exc:  # the learner's bug, reported back to them
-            if str(exc).startswith(RULE):
+            if str(exc) == NO_THREAD:  # the grader's sandbox refuses threads (recorder.refuse_threads)
+                outcomes.append(("broke_rule", f"{RULE}a thread was started, but {THREADS_REFUSED}"))
+            elif str(exc).startswith(RULE):
                 outcomes.append(("broke_rule", str(exc)[:300]))
             else:
                 outcomes.append(("error", f"{type(exc).__name__}: {str(exc)[:300]}"))

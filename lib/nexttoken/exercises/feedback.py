@@ -4,6 +4,7 @@ The judging half's words (``task.Task.judge``); nothing here runs the learner's 
 """
 
 import dataclasses
+import math
 import numbers
 
 import torch
@@ -44,7 +45,11 @@ def _round(values):
 
 
 def show(t: torch.Tensor) -> str:
-    """A small tensor in full, floats rounded (see _round), with its dtype when it is not the default."""
+    """A small tensor in full, floats rounded (see _round), with its dtype when it is not the default. A
+    tensor with few entries but many rows (shape (4194304, 0): no entries, four million empty lists) is
+    described instead: what ``tolist`` builds grows with every dimension, a 0 one counted as 1."""
+    if math.prod(max(d, 1) for d in t.shape) > SMALL:
+        return f"a {t.dtype} tensor of shape {tuple(t.shape)}"
     values = _round(t.double().tolist()) if t.is_floating_point() else t.tolist()
     suffix = "" if t.dtype in (torch.float32, torch.int64, torch.bool) else f", dtype={t.dtype}"
     return f"tensor({values}{suffix})"
@@ -168,9 +173,16 @@ def matches(wrong_output, got) -> bool:
     return False
 
 
-def hidden_input(name: str) -> str:
-    """How feedback names a held-out input without showing it."""
-    return f"the held-out test \"{name}\" (held-out inputs and expected outputs are not shown)"
+def hidden_input(number: int, count: int) -> str:
+    """How feedback names a held-out input: by its place alone (a name could describe the input)."""
+    return f"held-out test {number + 1} of {count} (held-out inputs, outputs and errors are not shown)"
+
+
+def exception_type(error_text) -> str:
+    """The exception's type in a recorded "Type: message", or "an exception": all that feedback on a
+    held-out input repeats of it."""
+    head = str(error_text).partition(":")[0].strip()
+    return head if head.replace(".", "").replace("_", "").isalnum() and len(head) <= 60 else "an exception"
 
 
 def unrevealed(expected, got) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from .calling import copy_args, one_thread, run_on
-from .feedback import compare, describe, hidden_input, matches, unrevealed
+from .feedback import compare, describe, exception_type, hidden_input, matches, unrevealed
 from .generated import Generated, smallest_failing
 
 
@@ -115,15 +115,13 @@ class Task:
                                  "(grade without --held-out, or install the full package)") from None
         return held_out.cases_of(f"{self.chapter}.{self.name}")
 
-    def graded_cases(self, held_out: bool = False) -> tuple[list[tuple], dict[int, str]]:
-        """The inputs a grading run uses, and {index: name} of those that are held out (after the visible
-        ones, which are exactly what ``check`` runs)."""
-        cases = self.cases()
+    def judged_cases(self, held_out: bool = False) -> tuple[list[tuple], dict[int, str]]:
+        """What one grading run sends in and judges: the visible inputs, or with ``held_out`` the held-out
+        ones alone, with {index: name} of them all (the grader runs them in a sandbox of their own)."""
         if not held_out:
-            return cases, {}
-        extra = self.held_out_cases()
-        hidden = {len(cases) + i: name for i, (name, _) in enumerate(extra)}
-        return cases + [args for _, args in extra], hidden
+            return self.cases(), {}
+        named = self.held_out_cases()
+        return [args for _, args in named], {i: name for i, (name, _) in enumerate(named)}
 
     def held_out_only(self, fn) -> tuple[str, str]:
         """(status, reason) of ``fn`` on the held-out inputs alone: how much they catch by themselves
@@ -138,7 +136,7 @@ class Task:
         """Call ``fn`` on every test input (and on the held-out ones too, with ``held_out``): a list of
         ("ok", output), ("not_implemented", ""), ("changed_input", message) or ("error", message). Runs
         where the learner's code runs."""
-        return self._run_on(fn, self.graded_cases(held_out)[0])
+        return self._run_on(fn, self.judged_cases(held_out)[0])
 
     def _run_on(self, fn, cases) -> list[tuple[str, object]]:
         return run_on(fn, cases, self.forbid, self.watch, self.arg_names)
@@ -149,10 +147,10 @@ class Task:
         names = names if len(names) == len(args) else [""] * len(args)
         return f"{self.function}({', '.join((f'{n}=' if n else '') + describe(a) for n, a in zip(names, args))})"
 
-    def _explain(self, args, value, tried, held_out_name: str | None = None) -> str | None:
+    def _explain(self, args, value, tried) -> str | None:
         """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
         every (input, output) pair of this answer, so that a known mistake is named only when it
-        explains all of them. A held-out input is named, and neither it nor the expected output shown."""
+        explains all of them."""
         if self.verify is not None:  # many right answers: the property is checked, not one output
             expected, problem = None, self.verify(copy_args(args), value)
         else:
@@ -171,8 +169,6 @@ class Task:
             summary = summary.split(": expected (")[0]
             evidence = unrevealed(expected, value)
         lines = [message or summary]
-        if held_out_name is not None:
-            return "\n".join(lines + [f"   input:    {hidden_input(held_out_name)}"])
         lines.append(f"   input:    {self.call_text(args)}")
         if evidence:
             lines.append(f"   {evidence}")
@@ -242,21 +238,26 @@ class Task:
         tried = self._tried(cases, outcomes) + tried
         for index, (args, outcome) in enumerate(zip(cases, outcomes)):
             kind, value = outcome
+            if index in hidden:  # nothing of the input, the expected output or the learner's own text
+                verdict = self._held_out_verdict(kind, value, args, tried)
+                if verdict is not None:
+                    where = hidden_input(sorted(hidden).index(index), len(hidden))
+                    return verdict[0], f"{self.function}(...) on {where}: {verdict[1]}", index
+                continue
             if kind == "missing":
                 return "missing", str(value), None
             if kind == "not_implemented":
                 return ("not_implemented",
                         f"{self.function} still raises NotImplementedError: write your code there", None)
-            call = (f"{self.function}(...) on {hidden_input(hidden[index])}" if index in hidden
-                    else self.call_text(args))
+            call = self.call_text(args)
             if kind == "error":
-                why = self._error_diagnosis(args, value) if index not in hidden else None
+                why = self._error_diagnosis(args, value)
                 return "error", f"{why}\n   {call} raised {value}" if why else f"{call} raised {value}", index
             if kind in ("changed_input", "broke_rule"):
                 return "failed", f"{value}.\n   input:    {call}", index
             if kind != "ok":
                 return "error", f"an unknown outcome {kind!r} was recorded", None
-            message = self._explain(args, value, tried, hidden.get(index))
+            message = self._explain(args, value, tried)
             if message is not None:
                 return "failed", message, index
         if len(outcomes) < len(cases):
@@ -264,10 +265,27 @@ class Task:
         held = f" ({len(hidden)} of them held out)" if hidden else ""
         return "passed", f"all {len(cases)} tests passed{held}", None
 
+    def _held_out_verdict(self, kind, value, args, tried) -> tuple[str, str] | None:
+        """None if a held-out input's outcome is right; else (status, what went wrong) in words of the
+        check's own: an error by its type alone, a wrong output by a known mistake's message or as wrong.
+        The outcome's text and values are the learner's process's, which could have read the held-out
+        inputs (it holds them): none of it is repeated."""
+        if kind == "ok":
+            if self._explain(args, value, tried) is None:
+                return None
+            return "failed", self._known_mistake(tried) or "its output is wrong"
+        if kind == "error":
+            return "error", f"it raised {exception_type(value)}"
+        return {"missing": ("missing", f"the notebook does not define a function named {self.function}"),
+                "not_implemented": ("not_implemented", "it still raises NotImplementedError"),
+                "changed_input": ("failed", "it changed an input in place"),
+                "broke_rule": ("failed", "it broke one of the task's rules")}.get(
+                    kind, ("error", "an unknown outcome was recorded"))
+
     def evaluate(self, outcomes, held_out: bool = False) -> tuple[str, str]:
-        """(status, reason) for outcomes from ``run`` (with the same ``held_out``), judged against the
+        """(status, reason) for outcomes recorded on ``judged_cases(held_out)``, judged against the
         reference on fresh inputs."""
-        cases, hidden = self.graded_cases(held_out)
+        cases, hidden = self.judged_cases(held_out)
         status, reason, _ = self.judge(outcomes, cases, hidden=hidden)
         return status, reason
 

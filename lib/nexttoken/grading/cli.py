@@ -251,12 +251,26 @@ def parse_args(argv):
     p.add_argument("--no-sandbox", action="store_true",
                    help="run submissions without bubblewrap: ONLY for trusted submissions, or a container that "
                         "holds one submission (as root, its code still runs as a user id of its own, and every "
-                        "process of that id is killed after each run)")
+                        "process of that id is killed after each run; where that id cannot start this Python, "
+                        "the grader refuses)")
+    p.add_argument("--trusted-as-root", action="store_true",
+                   help="with --no-sandbox as root, where no other user id can start this Python: run the "
+                        "submissions as root. ONLY for notebooks you wrote (your solutions, the course's tests); "
+                        "never for a class")
     p.add_argument("--allow-no-cgroup", action="store_true",
                    help="grade even where no cgroup can be had (per-process limits only; see the warning)")
     args = p.parse_args(argv)
     check_export_arguments(p, args)
     return args
+
+
+# --no-sandbox as root runs each submission as a user id of its own; where that id cannot start the grader's
+# Python, the grader stops rather than run the submission as root (which could rewrite the grader itself).
+NOT_AS_ROOT = ("--no-sandbox as root: user id {uid} cannot start {python} (is it under a folder only root can "
+               "open, such as a pyenv or conda in /root?), and a submission never runs as root. The image must "
+               "provide a Python that every user can run (the system's /usr/bin/python3 with the package "
+               "installed system-wide, as scripts/gradescope/setup.sh does), or bubblewrap and user namespaces "
+               "for the sandbox. (--trusted-as-root runs them as root: for notebooks you wrote, never a class)")
 
 
 def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] | str:
@@ -279,8 +293,10 @@ def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] |
         return str(exc)
     if args.no_sandbox:
         if uids[0] is not None and not sandbox.can_run_as(uids[0], limits):
-            print(f"WARNING: --no-sandbox as root: user id {uids[0]} cannot start {shown(sys.executable)} (is it "
-                  "under a folder only root can open?), so submissions run as root", file=sys.stderr)
+            if not args.trusted_as_root:
+                return NOT_AS_ROOT.format(uid=uids[0], python=shown(sys.executable))
+            print(f"WARNING: --trusted-as-root: user id {uids[0]} cannot start {shown(sys.executable)}, so these "
+                  "submissions run as root", file=sys.stderr)
             return cgroups, [None] * args.jobs
         return cgroups, uids
     problem = sandbox.check_bwrap(limits, cgroups, uids[0])

@@ -14,24 +14,31 @@ MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mist
 
 
 def clean(value) -> str:
-    """``value`` as text that encodes as UTF-8 and that csv reads back: a lone surrogate (from JSON's
-    "\\ud800" or a file name's undecodable byte) becomes a visible escape, a NUL its escape."""
-    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
-    return text.replace("\0", "\\x00")
+    """The one escaping of everything a submission writes (reasons, library_calls, file names, answers),
+    before any CSV, feedback file, results.json or terminal line: every character a terminal acts on or
+    hides (ESC and the other C0 and C1 controls, DEL, bidirectional overrides, zero-width and line
+    separators, a lone surrogate from JSON's "\\ud800" or a file name's undecodable byte) becomes its
+    visible Python escape (\\x1b, \\u202e, \\udcff). Line breaks ("\\n") are kept: a reason's lines
+    are a feedback file's; ``shown`` and the CSVs' ``one_line`` fold them."""
+    return "".join(c if c == "\n" or c.isprintable() else _escaped(c) for c in str(value))
+
+
+def _escaped(c: str) -> str:
+    return c.encode("unicode_escape").decode("ascii")
 
 
 def shown(value) -> str:
-    """Text as printed on a terminal: every character a terminal acts on or hides (ESC and the other
-    controls, bidirectional overrides, line separators) as its Python escape (\\x1b, \\u202e), so that a
-    file name can neither move the cursor, recolour the screen nor reorder what the instructor reads."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in clean(value))
+    """Text as printed on a terminal: ``clean``, and on one line (a line break as \\n)."""
+    return clean(value).replace("\n", "\\n")
 
 
 def name_text(path) -> str:
-    """A submission's name as written in the CSVs: its bytes as UTF-8, a byte that is not UTF-8 as \\xNN
-    and a backslash doubled, so two different names never give the same text (--resume keys on it)."""
+    """A submission's name as written in the CSVs: its bytes as UTF-8, a byte that is not UTF-8 as \\xNN, a
+    backslash doubled and every character ``clean`` escapes escaped (a line break too), so two different
+    names never give the same text (--resume keys on it) and the text is what ``clean`` leaves as it is."""
     raw = os.fsencode(path).replace(b"\\", b"\\\\")
-    return raw.decode("utf-8", "backslashreplace").replace("\0", "\\x00")
+    text = raw.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
 
 
 # A spreadsheet reads a cell that starts with one of these as a formula.

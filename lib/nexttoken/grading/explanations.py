@@ -45,7 +45,7 @@ def harmless(text: str) -> tuple[str, str]:
     """(status, text) for the CSV: every character a terminal or a spreadsheet could act on or hide
     (controls, bidirectional overrides, zero-width ones) as its visible escape (\\x1b, \\u202e), line breaks
     kept as "\\n", and at most MAX_ANSWER characters, the cut said at its end."""
-    text = clean(text).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
     kept = []
     for c in text:
         kind = unicodedata.category(c)
@@ -57,7 +57,7 @@ def harmless(text: str) -> tuple[str, str]:
             kept.append("\n")
         else:
             kept.append(c.encode("unicode_escape").decode("ascii"))
-    text = "".join(kept).strip()
+    text = clean("".join(kept)).strip()  # what is left to escape (a lone surrogate), as everywhere
     if not text:
         return "no_answer", ""
     if len(text) > MAX_ANSWER:

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .csvs import shown
+from .csvs import clean, shown
 
 REQUIRED = ("file", "student_id", "name")  # file: a submission's file name, or a pattern (s12_*.ipynb)
 OPTIONAL = ("email", "section", "canvas_id", "sis_user_id", "sis_login_id")
@@ -261,9 +261,9 @@ def gradescope_results(rows: list[dict], notes: list[str] = ()) -> dict:
     second submission) are said at the top, where the student looks."""
     tests = [{"name": r["task"], "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
-              "output": f"{r['status']}: {r['reason']}", "visibility": "visible"}
+              "output": clean(f"{r['status']}: {r['reason']}"), "visibility": "visible"}
              for i, r in enumerate((r for r in rows if r["task"] != "-"), start=1)]
-    said = [f"{r['status']}: {r['reason']}" for r in rows if r["task"] == "-"] + list(notes)
+    said = [clean(f"{r['status']}: {r['reason']}") for r in rows if r["task"] == "-"] + [clean(n) for n in notes]
     result = {"score": sum(int(r["points"]) for r in rows), "tests": tests}
     if said:
         result["output"] = "\n".join(said)
@@ -275,7 +275,7 @@ def github_classroom(rows: list[dict]) -> str:
     the autograding reporter reads it (from the ``<RUNNER>_RESULTS`` variable)."""
     graded = [r for r in rows if r["task"] != "-"]
     tests = [{"name": r["task"], "status": "pass" if r["status"] == "passed" else "fail",
-              "message": r["reason"], "score": int(r["points"]), "max_score": int(r["max_points"])}
+              "message": clean(r["reason"]), "score": int(r["points"]), "max_score": int(r["max_points"])}
              for r in graded]
     failed_to_grade = not graded or any(r["status"] == "grader_error" for r in rows)
     status = "error" if failed_to_grade else ("pass" if all(t["status"] == "pass" for t in tests) else "fail")
@@ -303,12 +303,14 @@ def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | No
     than any run of backticks in it, so nothing in it (a submission's text) is rendered as Markdown."""
     points = sum(int(r["points"]) for r in rows)
     most = sum(int(r["max_points"]) for r in rows) if most is None else most
-    lines = [f"# Feedback: {title}", "", f"**{points} of {most} points.**", ""]
-    lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+    lines = [f"# Feedback: {shown(title)}", "", f"**{points} of {most} points.**", ""]
+    lines += [f"- {shown(note)}" for note in notes] + ([""] if notes else [])
     for r in rows:
-        heading = "the notebook" if r["task"] == "-" else r["task"]
-        fence = "`" * max(3, longest_run_of_backticks(r["reason"]) + 1)
-        lines += [f"## {heading}: {r['status']} ({r['points']}/{r['max_points']})", "", fence, r["reason"], fence, ""]
+        heading = "the notebook" if r["task"] == "-" else shown(r["task"])
+        reason = clean(r["reason"])
+        fence = "`" * max(3, longest_run_of_backticks(reason) + 1)
+        lines += [f"## {heading}: {shown(r['status'])} ({r['points']}/{r['max_points']})", "", fence, reason, fence,
+                  ""]
     return "\n".join(lines)
 
 

@@ -1,6 +1,8 @@
 """Judging one task's record: the recorded outputs decoded (``wire``), then compared with the reference
 by the task itself (``Task.evaluate``, the same comparison a learner's ``check()`` makes)."""
 
+import contextlib
+import resource
 import threading
 
 from .wire import Rejected, decode_outcomes
@@ -8,18 +10,48 @@ from .wire import Rejected, decode_outcomes
 # Judging builds the tasks' seeded inputs and reference models under torch's global RNG (fork_rng and
 # manual_seed), which is not thread-safe: with --jobs, one judgement at a time.
 JUDGING = threading.Lock()
+# What judging one task may add to the grader's address space. Judging builds small models and compares
+# outputs the wire has bounded (wire.MAX_NUMEL, MAX_ITEMS): far below this. Past it an allocation fails
+# (MemoryError), and that task gets a grader_error row instead of the kernel killing the whole batch.
+JUDGE_MEMORY_MB = 2048
+
+
+def _address_space() -> int:
+    """This process's virtual memory now, in bytes (VmSize)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@contextlib.contextmanager
+def memory_cap(extra_mb: int = JUDGE_MEMORY_MB):
+    """While inside, this process can map at most ``extra_mb`` more (RLIMIT_AS, the soft limit only, put
+    back on the way out). Other threads of the grader share the cap: the margin is far above what they
+    use while a task is judged (reading a sandbox's messages)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = _address_space() + extra_mb * 1024 * 1024
+    for limit in (soft, hard):
+        if limit != resource.RLIM_INFINITY:
+            cap = min(cap, limit)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:
-    """(status, reason) for one task's record (of a run with or without the held-out inputs). Never
-    raises: a failure of judging is a grader_error."""
+    """(status, reason) for one task's record, of a run on its visible inputs or (``held_out``) on its
+    held-out inputs alone. Never raises: a failure of judging is a grader_error."""
     tampered = record.get("tampered")
     if tampered:
         names = ", ".join(str(n)[:60] for n in tampered[:3]) if isinstance(tampered, list) else "?"
         return "error", f"your code replaced part of the grader's recorder ({names}), so this task was not graded"
-    with JUDGING:
+    with JUDGING, memory_cap():
         try:
-            inputs = task.graded_cases(True)[0] if held_out else task.cases()
+            inputs = task.judged_cases(held_out)[0]
             outcomes = decode_outcomes(record.get("outcomes"), len(inputs))
         except Rejected as exc:
             return "error", f"the recorded outputs were rejected: {exc}"
@@ -27,8 +59,11 @@ def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:
             status, reason = task.evaluate(outcomes, held_out)
             if not (isinstance(status, str) and isinstance(reason, str)):
                 raise TypeError("evaluate did not return (str, str)")
+        except MemoryError:
+            return "grader_error", (f"judging {task.name} needed more than {JUDGE_MEMORY_MB} MB, so it was "
+                                    "stopped; the other tasks and submissions were graded")
         except Exception as exc:
-            return "grader_error", f"judging {task.name} failed: {type(exc).__name__}: {exc}"
+            return "grader_error", f"judging {task.name} failed: {type(exc).__name__}: {str(exc)[:300]}"
     return status, reason
 
 

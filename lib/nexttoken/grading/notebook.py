@@ -3,6 +3,7 @@ crashes is skipped in the next run, a task that does is charged alone; the tasks
 library's generate get a run of their own, without it), then one row per task."""
 
 import time
+from dataclasses import dataclass, field, replace
 
 from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
@@ -33,54 +34,111 @@ def notebook_problem(run: RunResult) -> tuple[str, str] | None:
     return None
 
 
+@dataclass
+class Recording:
+    """What the runs of one submission recorded, task by task, and what its cells did."""
+    tasks: dict  # task name -> Task
+    results: dict = field(default_factory=dict)  # task name -> (status, reason)
+    calls: dict = field(default_factory=dict)  # task name -> the library_calls column
+    cell_errors: dict = field(default_factory=dict)  # learner's code cell number -> error text
+    skip: dict = field(default_factory=dict)  # code cells that hung or crashed: skipped in later runs
+
+
 def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[dict]:
     """Rows for one submission (``name`` as in the CSV, ``data`` its snapshot); never raises for a bad
-    submission."""
+    submission. With --held-out, the tasks that pass on their visible inputs are run again, in a sandbox
+    of their own, on their held-out inputs alone (``held_out_pass``)."""
     def row(task, points, max_points, status, reason, library=""):
         return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
                     reason=clean(reason)[:MAX_REASON], library_calls=clean(library))
 
-    chapter_name, tasks = None, {}
-    results: dict[str, tuple[str, str]] = {}
-    calls: dict[str, str] = {}  # task name -> the library_calls column
-    cell_errors: dict[int, str] = {}
-    skip: dict[int, str] = {}  # code cells that hung or crashed: skipped in later runs
-    pending: list[str] = []
     budget_end = time.monotonic() + settings.notebook_timeout
+    visible = replace(settings, held_out=False)
+    first = run_once(data, None, [], set(), visible, slot, budget_end)  # it reads the notebook: its chapter
+    problem = notebook_problem(first)
+    if problem is not None:
+        return [row("-", 0, 0, *problem)]
+    chapter_name = first.notebook["chapter"]
+    if settings.chapter not in (None, chapter_name):  # --chapter: another chapter's work gets 0
+        return [wrong_chapter(name, chapter_name, settings.chapter)]
+    recording = Recording({t.name: t for t in tasks_of(chapter_name)})
+    record(recording, data, chapter_name, list(recording.tasks), visible, slot, budget_end, first)
+    if settings.held_out:
+        held_out_pass(recording, data, chapter_name, settings, slot, budget_end)
+
+    notes = [f"your {text}" for text in recording.skip.values()]
+    notes += [f"your code cell {n} raised {e}" for n, e in sorted(recording.cell_errors.items())
+              if n not in recording.skip]
+    rows = []
+    for task_name, task in recording.tasks.items():
+        status, reason = recording.results.get(task_name, ("error", "no outputs were recorded for this task"))
+        if status in ("missing", "error") and notes:
+            reason += f" ({notes[0]})"
+        rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
+                        status, reason, recording.calls.get(task_name, "")))
+    return rows
+
+
+def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings: Settings, slot: int,
+                  budget_end: float) -> None:
+    """The tasks that passed on their visible inputs, run again on their held-out inputs alone, in runs of
+    their own: the runs that showed the learner's text never held a held-out input. What these runs say
+    is the check's own words (``Task.judge``: a held-out test by its place, an error by its type); their
+    cells' errors and stops are not repeated (the visible runs reported the same cells)."""
+    passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
+    if not passed:
+        return
+    hidden = Recording(recording.tasks, skip=dict(recording.skip))
+    record(hidden, data, chapter_name, passed, settings, slot, budget_end, None)
+    for task_name in passed:
+        status, reason = hidden.results.get(task_name, ("error", "no outputs were recorded"))
+        visible_count = len(recording.tasks[task_name].cases())
+        if status == "passed":
+            count = len(recording.tasks[task_name].held_out_cases())
+            reason = f"all {visible_count + count} tests passed ({count} of them held out)"
+        elif not reason.startswith(f"{recording.tasks[task_name].function}(...) on held-out test"):
+            reason = f"on the held-out tests: {status}"  # a stop of the run: its detail is not repeated
+        else:
+            reason = f"all {visible_count} visible tests passed, but {reason}"
+        recording.results[task_name] = (status, reason)
+        recording.calls[task_name] = recording.calls.get(task_name) or hidden.calls.get(task_name, "")
+
+
+def record(recording: Recording, data: bytes, chapter_name: str, pending: list[str], settings: Settings,
+           slot: int, budget_end: float, first: RunResult | None) -> None:
+    """Run the recorder until every task in ``pending`` has a result in ``recording`` (a cell that hangs or
+    crashes is skipped in the next run, a task that does is charged alone). The tasks that may use the
+    library's generate first, then those that forbid it, in a sandbox without it (runner.first_tasks):
+    one run each, and again after a cell or task stopped one. ``first``: a run already made of the first
+    group. (Without bubblewrap there is no other library to show: one run, the rule kept by
+    calling.forbidding.)"""
+    tasks, results = recording.tasks, recording.results
+    pending = list(pending)
     while True:
-        # The tasks that may use the library's generate first, then those that forbid it, in a sandbox
-        # without it (runner.first_tasks): one run each, and again after a cell or task stopped one.
-        # (Without bubblewrap there is no other library to show: one run, the rule kept by calling.forbidding.)
-        rule = None
-        group = [n for n in pending if not settings.use_sandbox or generate_rule(tasks[n]) is None]
-        if chapter_name is not None and not group:
-            group, rule = pending, generate_rule(tasks[pending[0]])
-        run = run_once(data, chapter_name, group, set(skip), settings, slot, budget_end, rule)
-        if chapter_name is None:  # the first run read the notebook and found its chapter, or refused it
-            problem = notebook_problem(run)
-            if problem is not None:
-                return [row("-", 0, 0, *problem)]
-            chapter_name = run.notebook["chapter"]
-            if settings.chapter not in (None, chapter_name):  # --chapter: another chapter's work gets 0
-                return [wrong_chapter(name, chapter_name, settings.chapter)]
-            tasks = {t.name: t for t in tasks_of(chapter_name)}
-            pending = list(tasks)
+        if first is not None:
+            run, first = first, None
+        else:
+            rule = None
+            group = [n for n in pending if not settings.use_sandbox or generate_rule(tasks[n]) is None]
+            if not group:
+                group, rule = pending, generate_rule(tasks[pending[0]])
+            run = run_once(data, chapter_name, group, set(recording.skip), settings, slot, budget_end, rule)
         for number, error in run.cell_errors.items():
-            cell_errors.setdefault(number, error)
+            recording.cell_errors.setdefault(number, error)
         for task_name in pending:
             if task_name in run.records:
                 results[task_name] = judge(tasks[task_name], run.records[task_name], settings.held_out)
-                calls[task_name] = library_calls(run.records[task_name])
+                recording.calls[task_name] = library_calls(run.records[task_name])
         pending = [task_name for task_name in pending if task_name not in results]
         if not pending:
-            break
+            return
         if run.stopped is None:  # the run ended as it should: its tasks without a record get an error
             for task_name in run.tasks:
                 if task_name in pending:
                     results[task_name] = ("error", "no outputs were recorded for this task")
             pending = [task_name for task_name in pending if task_name not in results]
             if not pending:
-                break
+                return
             continue  # the next group
         stop = run.stopped
         where, status, detail = stop.where, stop.status, stop.detail
@@ -91,33 +149,22 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
             for task_name in pending:
                 results[task_name] = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} "
                                                  "s (--notebook-timeout) ran out before this task was recorded")
-            break
+            return
         if where is None:  # it stopped before any of the learner's code ran: the grader's side
             for task_name in pending:
                 results[task_name] = ("grader_error", f"the sandbox stopped while starting ({status}: {detail});"
                                                       " are --memory, --total-memory or --processes too small?")
-            break
-        if where[0] == "cell" and where[1] not in skip:  # charge the cell, not the tasks: skip it, run again
-            skip[where[1]] = (f"code cell {where[1]} {detail}" if status == "timeout" else
-                              f"code cell {where[1]}: {detail}" if stop.forged else
-                              f"code cell {where[1]} stopped the process ({status}: {detail})")
+            return
+        if where[0] == "cell" and where[1] not in recording.skip:  # charge the cell: skip it, run again
+            recording.skip[where[1]] = (f"code cell {where[1]} {detail}" if status == "timeout" else
+                                        f"code cell {where[1]}: {detail}" if stop.forged else
+                                        f"code cell {where[1]} stopped the process ({status}: {detail})")
         elif where[0] == "task" and where[1] in pending:
             results[where[1]] = (status, f"{tasks[where[1]].function}: {detail}")
             pending.remove(where[1])
             if not pending:
-                break
+                return
         else:  # no progress to make by running again (it stopped somewhere already charged)
             for task_name in pending:
                 results[task_name] = (status, f"your notebook stopped: {detail}")
-            break
-
-    notes = [f"your {text}" for text in skip.values()]
-    notes += [f"your code cell {n} raised {e}" for n, e in sorted(cell_errors.items()) if n not in skip]
-    rows = []
-    for task_name, task in tasks.items():
-        status, reason = results.get(task_name, ("error", "no outputs were recorded for this task"))
-        if status in ("missing", "error") and notes:
-            reason += f" ({notes[0]})"
-        rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
-                        status, reason, calls.get(task_name, "")))
-    return rows
+            return

@@ -2,7 +2,8 @@
 
 For each task: the name of the learner's function, the names of its arguments, its rules (``forbid``),
 its check of how (by name, ``exercises.watches``), the library functions it re-implements (by name, so the
-sandbox can report their use) and its test inputs, the held-out ones after the visible ones, unnamed.
+sandbox can report their use) and its test inputs: the visible ones, or (a run of its own, ``held_out``)
+the held-out ones alone, unnamed, so that no run that shows a learner's text ever held a held-out input.
 What judges the outputs (the references, the known mistakes, which inputs are held out and their
 names) stays here: the sandbox cannot import it (``sandbox.hidden_files``).
 """
@@ -22,8 +23,8 @@ _making = threading.Lock()
 
 
 def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> bytes:
-    """The packed work order for these tasks of one chapter (with ``held_out``, their held-out inputs
-    too, after the visible ones: the inputs ``judge`` compares against, in the same order)."""
+    """The packed work order for these tasks of one chapter: their visible inputs, or with ``held_out``
+    their held-out inputs alone (the inputs ``judge`` compares against, in the same order)."""
     key = (chapter_name, tuple(task_names), held_out)
     with _making:
         if key not in _made:
@@ -37,7 +38,7 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
 def order_of(task, held_out: bool) -> dict:
     return {"name": task.name, "function": task.function, "arg_names": task.arg_names,
             "forbid": dict(task.forbid), "watch": task.watch.__name__ if task.watch else None,
-            "library": sorted(library_names(task)), "cases": task.graded_cases(held_out)[0]}
+            "library": sorted(library_names(task)), "cases": task.judged_cases(held_out)[0]}
 
 
 def library_names(task) -> set[str]:

@@ -114,8 +114,24 @@ def detect_chapter(nb: dict) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+# Cell magics whose body is the cell's Python, run in the notebook's namespace: a defining cell that starts
+# with one of them defines its functions as it would without it.
+PYTHON_CELL_MAGICS = ("time", "capture", "timeit", "prun")
+
+
+def without_cell_magic(source: str) -> str:
+    """The body of a cell that starts with one of PYTHON_CELL_MAGICS (``%%time``), else the cell."""
+    lines = source.lstrip("\n").split("\n")
+    words = lines[0].strip().split()
+    if words and words[0].startswith("%%") and words[0][2:] in PYTHON_CELL_MAGICS:
+        return "\n".join(lines[1:])
+    return source
+
+
 def to_python(source: str) -> str:
-    """IPython syntax (%magics, !shell) as plain Python, as Jupyter would run it."""
+    """IPython syntax (%magics, !shell) as plain Python, as Jupyter would run it; a cell magic that runs
+    its body as Python (``%%time``, ``%%capture``) stands aside for its body."""
+    source = without_cell_magic(source)
     try:
         ast.parse(source)
         return source  # plain Python already (most cells): no need to import IPython
@@ -149,6 +165,9 @@ def definitions(source: str) -> ast.Module:
         for node in body:
             if _is_definition(node):
                 kept.append(node)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):  # e.g. a def inside "with torch.no_grad():"
+                node.body = keep(node.body) or [ast.Pass()]
+                kept.append(node)
             elif isinstance(node, ast.If):  # e.g. "if 'google.colab' in sys.modules:" around imports
                 node.body, node.orelse = keep(node.body) or [ast.Pass()], keep(node.orelse)
                 kept.append(node)
@@ -162,6 +181,25 @@ def definitions(source: str) -> ast.Module:
 
     tree.body = keep(tree.body)
     return tree
+
+
+def missing_reason(function: str, cells: list[str]) -> str:
+    """Why the task's function is not there after the cells ran, as true as the notebook lets us say: not
+    written at all, or written where the grader does not run it (in a loop, a call, another cell magic),
+    or in a cell that raised (the row's note names that cell's error)."""
+    pattern = re.compile(rf"^\s*(async\s+)?def\s+{re.escape(function)}\s*\(", re.M)
+    written = [n for n, source in enumerate(cells, start=1) if pattern.search(source)]
+    if not written:
+        return f"the notebook does not define a function named {function}"
+    top = re.compile(rf"^(async\s+)?def\s+{re.escape(function)}\s*\(", re.M)
+    where = f"code cell {written[-1]}"
+    if any(top.search(without_cell_magic(cells[n - 1])) for n in written):
+        return (f"{function} is defined in {where}, but it did not exist once the cells had run: did that "
+                "cell raise before reaching it, or did a later cell delete or rename it?")
+    return (f"{function} is written in {where}, but nested inside a statement the grader does not run (a "
+            "loop, a function call or a cell magic other than %%time and %%capture): the grader runs only a "
+            "cell's definitions (imports, def, class, assignments, and those inside if, try and with). "
+            f"Define {function} at the top level of its cell")
 
 
 def library_codes(names: list[str]) -> set:
@@ -234,6 +272,27 @@ def recorder_parts():
     return parts
 
 
+def refuse_threads(fd: int) -> None:
+    """Load the grader's no-new-threads filter (seccomp, for good: nothing can unload it) from ``fd``. From
+    here on, starting a thread fails ("can't start new thread"): the rules and the library-call watch see
+    the thread that calls a task's function, and a thread of the learner's would run outside them."""
+    import ctypes
+
+    data = os.pread(fd, 1 << 20, 0)
+    os.close(fd)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    program = ctypes.create_string_buffer(data, len(data))
+    fprog = SockFprog(len(data) // 8, ctypes.addressof(program))
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "could not load the no-new-threads filter")
+
+
 def read_order(stdin) -> dict | None:
     """The grader's work order from ``stdin`` (a length line, then that many bytes), or None when the
     grader sent none."""
@@ -252,6 +311,8 @@ def main(argv=None):
     parser.add_argument("chapter")
     parser.add_argument("--skip-cells", default="")
     parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--no-threads-fd", type=int, help="a seccomp filter (BPF) refusing new threads, "
+                        "loaded before the learner's code runs")
     args = parser.parse_args(argv)
 
     out_fd, write, dumps = args.out_fd, os.write, json.dumps  # held before any learner code runs
@@ -285,6 +346,7 @@ def main(argv=None):
     os.dup2(devnull, 0)  # the learner's code cannot read what the grader sent
     if order is None:
         os._exit(0)
+    from ..exercises import calling
     from ..exercises.calling import run_on
     from ..exercises.watches import WATCHES
 
@@ -294,6 +356,8 @@ def main(argv=None):
     parts = recorder_parts()
     before = {label: value for label, value in parts()}
 
+    if args.no_threads_fd is not None:
+        refuse_threads(args.no_threads_fd)
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     for number, source in enumerate(code_cells(nb), start=1):
         if number in skip:
@@ -303,14 +367,17 @@ def main(argv=None):
             code = compile(definitions(to_python(source)), f"<code cell {number}>", "exec")
             exec(code, namespace)
         except BaseException as exc:  # the learner's error, reported with their cell number
-            send({"cell_error": number, "error": f"{type(exc).__name__}: {exc}"[:MAX_STRING]})
+            error = f"{type(exc).__name__}: {exc}"
+            if str(exc) == calling.NO_THREAD:
+                error += f" ({calling.THREADS_REFUSED})"
+            send({"cell_error": number, "error": error[:MAX_STRING]})
 
     for task in tasks:
         send({"task": task["name"]})
         fn = namespace.get(task["function"])
         called: set = set()
         if not callable(fn):
-            outcomes = [("missing", f"the notebook does not define a function named {task['function']}")]
+            outcomes = [("missing", missing_reason(task["function"], code_cells(nb)))]
         else:
             outcomes = run_on(watched(fn, library[task["name"]], called), task["cases"], task["forbid"],
                               WATCHES.get(task["watch"]), task["arg_names"])

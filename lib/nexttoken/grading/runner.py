@@ -86,6 +86,10 @@ def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: li
     child gets (the caller closes them). ``without_generate``: the message the library's generate raises
     in this sandbox, which then has no working ``nexttoken.generate`` (``sandbox.without_generate``)."""
     launch = sandbox.launcher(group)
+    threads_fd = _no_threads_fd(settings)
+    if threads_fd is not None:
+        keep.append(threads_fd)
+        argv = _with_threads_fd(argv, threads_fd)
     if settings.use_sandbox:  # the notebook enters the sandbox through a memfd: no copy on disk
         keep += [sandbox.memfd_with(notebook, "submission.ipynb"),
                  sandbox.memfd_with(sandbox.seccomp_filter(), "seccomp.bpf")]
@@ -118,6 +122,22 @@ def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: li
             scratch.cleanup()
         raise
     return proc, scratch
+
+
+def _no_threads_fd(settings: Settings) -> int | None:
+    """A memfd with the recorder's no-new-threads filter (``sandbox.seccomp_filter("no_threads")``). In the
+    sandbox it is required (its filter is built by the same libseccomp); without bubblewrap, where
+    libseccomp may be missing, the run goes on without it (--no-sandbox is for trusted work)."""
+    try:
+        return sandbox.memfd_with(sandbox.seccomp_filter("no_threads"), "no-threads.bpf")
+    except sandbox.SandboxError:
+        if settings.use_sandbox:
+            raise
+        return None
+
+
+def _with_threads_fd(argv, fd: int):
+    return lambda notebook_path: argv(notebook_path) + ["--no-threads-fd", str(fd)]
 
 
 def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: set[int], settings: Settings,
@@ -198,21 +218,27 @@ class Lines:
         self.junk = False
 
     def feed(self, chunk: bytes) -> list[bytes]:
+        """The complete lines with the nonce that ``chunk`` ends. Split once, in C: a chunk of 64 KB of
+        newlines is 65,536 lines, and nothing is copied per line."""
+        *complete, rest = chunk.split(b"\n")
         lines = []
-        while chunk:
-            end = chunk.find(b"\n")
-            part, chunk = (chunk, b"") if end < 0 else (chunk[:end], chunk[end + 1:])
-            if not self.junk:
-                self.buffer += part
-                n = min(len(self.buffer), len(self.prefix))
-                if self.buffer[:n] != self.prefix[:n]:
-                    self.junk = True
-                    self.buffer.clear()
-            if end >= 0:
+        for part in complete:
+            if self.buffer or self.junk:  # the end of a line an earlier chunk began
                 if not self.junk:
-                    lines.append(bytes(self.buffer))
+                    self.buffer += part
+                    if self.buffer.startswith(self.prefix):
+                        lines.append(bytes(self.buffer))
                 self.buffer.clear()
                 self.junk = False
+            elif part.startswith(self.prefix):
+                lines.append(part)
+        # The line still open: kept only while its first bytes may still be the nonce's prefix.
+        if not self.junk and rest:
+            self.buffer += rest
+            n = min(len(self.buffer), len(self.prefix))
+            if self.buffer[:n] != self.prefix[:n]:
+                self.junk = True
+                self.buffer.clear()
         return lines
 
 

@@ -111,26 +111,44 @@ for bit in (1 << b for b in range(32) if namespaces >> b & 1):
 f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
 f.export_bpf(sys.stdout.buffer)
 """
+# The second filter, which the recorder loads itself once it has read its work order and before any of the
+# learner's code runs: no new thread (clone with CLONE_THREAD answers EAGAIN, so Python raises "can't start
+# new thread"). The rules and the library-call watch apply to the thread that calls a task's function; a
+# thread of the learner's would run outside them (a softmax in a thread passed a task that forbids it).
+CLONE_THREAD = 0x00010000
+_EXPORT_NO_THREADS = r"""
+import errno, sys, seccomp
+f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+f.add_rule(seccomp.ERRNO(errno.EAGAIN), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, int(sys.argv[1]), int(sys.argv[1])))
+f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+f.export_bpf(sys.stdout.buffer)
+"""
 SECCOMP_MESSAGE = ("the grader builds its seccomp filter with libseccomp's Python binding, which is not "
                    "installed here: run 'sudo bash scripts/setup_sandbox.sh' (Debian's python3-seccomp)")
-_filter: list[bytes] = []
+_filters: dict[str, bytes] = {}
 
 
-def seccomp_filter() -> bytes:
-    """The filter as BPF, for bwrap's --seccomp. Built by libseccomp's binding: imported here if this
-    Python has it (pyseccomp offers the same API), else by the system's Python 3 with Debian's
-    python3-seccomp (a C extension for that interpreter, not for this virtual environment)."""
-    if _filter:
-        return _filter[0]
-    args = [",".join(DENIED_SYSCALLS), str(CLONE_NAMESPACES), ",".join(map(str, DENIED_SOCKET_FAMILIES))]
-    for python in (sys.executable, "/usr/bin/python3"):
-        if not os.path.exists(python):
-            continue
-        done = subprocess.run([python, "-I", "-c", _EXPORT, *args], capture_output=True, timeout=60)
-        if done.returncode == 0 and done.stdout:
-            _filter.append(done.stdout)
-            return done.stdout
-    raise SandboxError(SECCOMP_MESSAGE)
+def seccomp_filter(kind: str = "sandbox") -> bytes:
+    """A filter as BPF: "sandbox", for bwrap's --seccomp; "no_threads", which the recorder loads before the
+    learner's code runs. Built by libseccomp's binding: imported here if this Python has it (pyseccomp
+    offers the same API), else by the system's Python 3 with Debian's python3-seccomp (a C extension for
+    that interpreter, not for this virtual environment)."""
+    if kind not in _filters:
+        if kind == "sandbox":
+            script = _EXPORT
+            args = [",".join(DENIED_SYSCALLS), str(CLONE_NAMESPACES), ",".join(map(str, DENIED_SOCKET_FAMILIES))]
+        else:
+            script, args = _EXPORT_NO_THREADS, [str(CLONE_THREAD)]
+        for python in (sys.executable, "/usr/bin/python3"):
+            if not os.path.exists(python):
+                continue
+            done = subprocess.run([python, "-I", "-c", script, *args], capture_output=True, timeout=60)
+            if done.returncode == 0 and done.stdout:
+                _filters[kind] = done.stdout
+                break
+        else:
+            raise SandboxError(SECCOMP_MESSAGE)
+    return _filters[kind]
 
 
 # ---------------------------------------------------------------------------------------------------------

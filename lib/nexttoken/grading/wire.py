@@ -94,11 +94,15 @@ def decode_tensor(value: dict) -> torch.Tensor:
     if not (isinstance(shape, list) and len(shape) <= 8
             and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_NUMEL for s in shape)):
         raise Rejected("a tensor with an invalid shape")
-    numel = 1
+    numel = footprint = 1
     for s in shape:
         numel *= s
+        footprint *= max(s, 1)
     if numel > MAX_NUMEL:
         raise Rejected(f"a tensor of more than {MAX_NUMEL} elements")
+    if footprint > MAX_NUMEL:  # printing it (tolist) would build a list per index of its other dimensions
+        raise Rejected(f"a tensor with no elements but dimensions {shape[:4]} whose product (zero dimensions "
+                       f"left out) is over {MAX_NUMEL}")
     itemsize = torch.empty(0, dtype=dtype).element_size()
     if not isinstance(data, str) or len(data) > 4 * (numel * itemsize + 2) // 3 + 4:
         raise Rejected("a tensor whose data does not match its shape")
