@@ -97,6 +97,20 @@ def test_gradescope_results_follow_its_format():
     assert unreadable == {"score": 0, "tests": [], "output": "too_large: 21 MB"}
 
 
+def test_the_explanation_reaches_results_json_hidden_from_the_student():
+    """On Gradescope the grader's CSVs are deleted with its container (issue 57): the answer to mark, the
+    question and the rubric travel in results.json as a last test of 0 points that only staff see."""
+    row = {"submission": "bob.ipynb", "chapter": "ch02", "status": "answered", "answer": "Because \x1b[2J",
+           "question": "Why?", "rubric": "1 point: says why", "points_possible": 3, "points": ""}
+    result = exports.gradescope_results(rows_of("bob.ipynb", [0, 1]), (), row)
+    assert result["score"] == 1 and [t["visibility"] for t in result["tests"]] == ["visible", "visible", "hidden"]
+    explained = result["tests"][-1]
+    assert (explained["name"], explained["score"], explained["max_score"], explained["number"]) == \
+        ("ch02 explanation (marked by your instructor)", 0, 0, "3")
+    assert "Because \\x1b[2J" in explained["output"] and "Why?" in explained["output"]
+    assert "1 point: says why" in explained["output"] and "\x1b" not in explained["output"]
+
+
 def test_github_classroom_payload_is_the_reporters():
     payload = json.loads(base64.b64decode(exports.github_classroom(rows_of("bob.ipynb", [0, 1]))))
     assert payload["version"] == 1 and payload["status"] == "fail" and payload["max_score"] == 2
@@ -270,5 +284,8 @@ def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     results = json.loads((autograder / "results" / "results.json").read_text())
-    assert results["score"] == len(results["tests"]) >= 3
-    assert all(t["status"] == "passed" and t["name"].startswith("ch02.") for t in results["tests"])
+    graded = [t for t in results["tests"] if t["visibility"] == "visible"]
+    assert results["score"] == len(graded) >= 3
+    assert all(t["status"] == "passed" and t["name"].startswith("ch02.") for t in graded)
+    assert [t["name"] for t in results["tests"] if t["visibility"] == "hidden"] == \
+        ["ch02 explanation (marked by your instructor)"]

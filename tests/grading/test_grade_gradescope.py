@@ -84,8 +84,13 @@ def test_a_daemon_neither_outlives_the_autograder_nor_rewrites_results_and_the_s
     time.sleep(3)  # the daemon would have woken by now
     after = json.loads((tmp_path / "gs" / "results" / "results.json").read_text())
     assert after == results and results["score"] == 5, (results, log)  # not 999, not 5 + the ch01 notebook
-    assert [t["status"] for t in results["tests"]] == ["passed"] * 5  # q5 read no solutions
-    assert all(t["name"].startswith("ch02.") for t in results["tests"])
+    graded = [t for t in results["tests"] if t["visibility"] == "visible"]
+    assert [t["status"] for t in graded] == ["passed"] * 5  # q5 read no solutions
+    assert all(t["name"].startswith("ch02.") for t in graded)
+    # The explanation's answer is kept for the instructor (issue 57): a test of 0 points the student never sees.
+    [explained] = [t for t in results["tests"] if t["visibility"] == "hidden"]
+    assert explained["name"] == "ch02 explanation (marked by your instructor)" and explained["max_score"] == 0
+    assert "answer:" in explained["output"] and "rubric (" in explained["output"]
     assert "leaked" not in json.dumps(results) and "ch01.ipynb" in results["output"]  # named, not counted
     assert oct((tmp_path / "gs" / "results").stat().st_mode & 0o777) == "0o755"
 

@@ -131,7 +131,7 @@ def merge(argv) -> int:
         return 2
     rows = write_grades(args, rows, roster)
     write_explanations(args, rows, answers, roster)
-    write_exports(args, rows, roster)
+    write_exports(args, rows, roster, answers)
     if roster is not None:
         report_roster(args, rows, roster)
     print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, {counted(len(rows), 'row')}, "
@@ -166,15 +166,18 @@ def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int
     return answers
 
 
-def write_exports(args, rows: list[dict], roster: exports.Roster | None) -> None:
+def write_exports(args, rows: list[dict], roster: exports.Roster | None, answers: dict[str, dict]) -> None:
     """Canvas, Gradescope and the feedback files, from the same rows as grades.csv: with a roster, one
-    of each per roster student, named by the roster; without, one per submission."""
+    of each per roster student, named by the roster; without, one per submission. Each results.json also
+    holds the explanation's answer, question and rubric as a test of 0 points hidden from the student,
+    for the instructor to mark (on Gradescope the grader's CSVs are not kept)."""
     if args.canvas is not None:
         write_csv(args.canvas, *exports.canvas(rows, roster, args.assignment))
     for folder in (args.gradescope, args.feedback):
         if folder is not None:
             folder.mkdir(exist_ok=True)
-    for stem, results, feedback in exports.per_file(rows, roster, most_points(args, rows)):
+    explained = {r["submission"]: r for r in explanations.export_rows(rows, answers, args.chapter)}
+    for stem, results, feedback in exports.per_file(rows, roster, most_points(args, rows), explained):
         if args.gradescope is not None:
             (args.gradescope / stem).mkdir(exist_ok=True)
             exports.write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
@@ -420,7 +423,7 @@ def main(argv=None):
         return 1
 
     try:
-        write_exports(args, rows, roster)
+        write_exports(args, rows, roster, answers)
         if roster is not None:
             report_roster(args, rows, roster)
     except Exception as exc:  # the grades themselves are saved: say what failed, exit 1

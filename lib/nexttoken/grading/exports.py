@@ -27,7 +27,8 @@ REQUIRED = ("file", "student_id", "name")  # file: a submission's file name, or 
 OPTIONAL = ("email", "section", "canvas_id", "sis_user_id", "sis_login_id")
 # A row's roster_status (csvs.IDENTITY): matched, no_roster_entry (a file no roster line names),
 # several_students (a file that two lines name), duplicate_submission (a student with two files: both
-# graded, both reported) or missing_submission (a student with no file: a row of 0 points).
+# graded, both reported) or missing_submission (a student with no file: a row of 0 points). A student's
+# gradebook status is also wrong_chapter where their one file is another chapter's notebook (0 points).
 PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
 
 
@@ -156,7 +157,9 @@ class Result:
     def status(self) -> str:
         if not self.files:
             return "missing_submission"
-        return "duplicate_submission" if len(self.files) > 1 else "graded"
+        if len(self.files) > 1:
+            return "duplicate_submission"
+        return "wrong_chapter" if any(r["status"] == "wrong_chapter" for r in self.rows) else "graded"
 
     def notes(self, sums: dict) -> list[str]:
         """What the student's feedback and results say besides the counted file's rows."""
@@ -217,6 +220,10 @@ def problems(rows: list[dict], roster: Roster) -> list[dict]:
              for name, why in status.items() if why not in ("matched", "duplicate_submission")]
     for result in results(rows, roster, 0)[0]:
         s = result.student
+        for r in rows:  # a file of another chapter's notebook: graded 0, easy to miss among the totals
+            if r["status"] == "wrong_chapter" and r["submission"] in result.files:
+                found.append(dict(problem="wrong_chapter", student_id=s["student_id"], name=s["name"],
+                                  submission=r["submission"], detail=r["reason"]))
         if result.status == "missing_submission":
             found.append(dict(problem="missing_submission", student_id=s["student_id"], name=s["name"],
                               submission="", detail=missing_reason(s)))
@@ -256,18 +263,31 @@ def file_keys(names: list[str]) -> dict[str, str]:
     return safe_stems({name: Path(name).stem for name in names})
 
 
-def gradescope_results(rows: list[dict], notes: list[str] = ()) -> dict:
+def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dict | None = None) -> dict:
     """One submission's rows in Gradescope's autograder format (results.json); ``notes`` (a missing or a
-    second submission) are said at the top, where the student looks."""
+    second submission) are said at the top, where the student looks. ``explanation`` (a row of the
+    explanations CSV) becomes a last test of 0 points, hidden from the student: the answer to mark, the
+    question and the rubric (``explanation_test``)."""
     tests = [{"name": r["task"], "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
               "output": clean(f"{r['status']}: {r['reason']}"), "visibility": "visible"}
              for i, r in enumerate((r for r in rows if r["task"] != "-"), start=1)]
     said = [clean(f"{r['status']}: {r['reason']}") for r in rows if r["task"] == "-"] + [clean(n) for n in notes]
+    if explanation is not None and explanation.get("chapter"):
+        tests.append(explanation_test(explanation, len(tests) + 1))
     result = {"score": sum(int(r["points"]) for r in rows), "tests": tests}
     if said:
         result["output"] = "\n".join(said)
     return result
+
+
+def explanation_test(row: dict, number: int) -> dict:
+    """The explanation as a Gradescope test the instructor reads and the student never sees ("hidden"):
+    no points (the instructor marks it, e.g. in a manually graded question of the assignment)."""
+    output = (f"status: {row['status']}\n\nanswer:\n{row['answer'] or '(none)'}\n\nquestion:\n{row['question']}"
+              f"\n\nrubric ({row['points_possible']} points, to mark by hand):\n{row['rubric']}")
+    return {"name": f"{row['chapter']} explanation (marked by your instructor)", "number": str(number),
+            "score": 0, "max_score": 0, "status": "passed", "output": clean(output), "visibility": "hidden"}
 
 
 def github_classroom(rows: list[dict]) -> str:
@@ -321,18 +341,21 @@ def student_feedback(result: Result, sums: dict) -> str:
     return feedback(title, result.rows, result.notes(sums), result.max_points)
 
 
-def per_file(rows: list[dict], roster: Roster | None, most: int) -> list[tuple[str, dict, str]]:
+def per_file(rows: list[dict], roster: Roster | None, most: int,
+             explained: dict[str, dict] | None = None) -> list[tuple[str, dict, str]]:
     """(file stem, Gradescope results, feedback) for each roster student, named by the roster and made
-    from their counted file's rows only; without a roster, for each submission, named by its file."""
+    from their counted file's rows only; without a roster, for each submission, named by its file.
+    ``explained``: the explanations CSV's row of each submission, for its results.json."""
+    explained = explained or {}
     if roster is None:
         grouped = per_submission(rows)
         keys = file_keys(list(grouped))
-        return [(keys[name], gradescope_results(mine), feedback(code_span(Path(name).name), mine))
-                for name, mine in grouped.items()]
+        return [(keys[name], gradescope_results(mine, (), explained.get(name)),
+                 feedback(code_span(Path(name).name), mine)) for name, mine in grouped.items()]
     found, sums = results(rows, roster, most)
     keys = student_keys(roster)
-    return [(keys[r.student["student_id"]], gradescope_results(r.rows, r.notes(sums)), student_feedback(r, sums))
-            for r in found]
+    return [(keys[r.student["student_id"]], gradescope_results(r.rows, r.notes(sums), explained.get(r.counted)),
+             student_feedback(r, sums)) for r in found]
 
 
 def write_text(path: Path, text: str) -> None:
