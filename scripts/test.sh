@@ -9,7 +9,8 @@
 #                                 AVX2/AVX-512 would run them.
 #   bash scripts/test.sh --fast   the tests a contributor runs on every change (pytest -m "not slow": the
 #                                 library, the exercise checks, the grader's units): no website, no fresh
-#                                 environment, no nbval, no benchmark, no real compile. It prints its time.
+#                                 environment, no nbval, no benchmark, no real compile, on every core
+#                                 (pytest-xdist). It prints its time.
 #
 # Other arguments go to pytest (for the library's tests).
 set -euo pipefail
@@ -25,7 +26,8 @@ export PYTHONHASHSEED=0 TQDM_DISABLE=1
 if $fast; then
   start=$SECONDS
   status=0
-  .venv/bin/python -m pytest tests -m "not slow" "$@" || status=$?
+  # -n auto: one worker per core (pytest-xdist); the tests of this tier share no files or ports
+  .venv/bin/python -m pytest tests -m "not slow" -n auto "$@" || status=$?
   echo "fast tests: $((SECONDS - start)) s (the set-up above not counted)"
   exit $status
 fi
