@@ -84,7 +84,7 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
     """The tasks that passed on their visible inputs, run again on their held-out inputs alone, in runs of
     their own: the runs that showed the learner's text never held a held-out input. What these runs say
     is the check's own words (``Task.judge``: a held-out test by its place, an error by its type); their
-    cells' errors and stops are not repeated (the visible runs reported the same cells)."""
+    cells' errors, stops and library calls are not repeated (the visible runs reported the same cells)."""
     passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
     if not passed:
         return
@@ -100,8 +100,8 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
             reason = f"on the held-out tests: {status}"  # a stop of the run: its detail is not repeated
         else:
             reason = f"all {visible_count} visible tests passed, but {reason}"
-        recording.results[task_name] = (status, reason)
-        recording.calls[task_name] = recording.calls.get(task_name) or hidden.calls.get(task_name, "")
+        recording.results[task_name] = (status, reason)  # its library_calls: the visible run's (the
+        # held-out run's names come from a process that held the held-out inputs, so they are not used)
 
 
 def record(recording: Recording, data: bytes, chapter_name: str, pending: list[str], settings: Settings,
