@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from test_grade import CH02_GOOD as GOOD
 
 from nexttoken.exercises import chapter
 
@@ -29,21 +30,14 @@ pytestmark = [pytest.mark.slow,
                                  reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
 
 HEADER = "import math, os, sys\nimport torch\nimport nexttoken\nfrom nexttoken.exercises import ch02\n"
-GOOD = {
-    "causal_mask": "def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()\n",
-    "mask_scores": ("def mask_scores(scores):\n    T = scores.shape[-1]\n"
-                    "    return scores.masked_fill(~causal_mask(T), float('-inf'))\n"),
-    "attention_weights": ("def attention_weights(q, k):\n"
-                          "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
-                          "    return torch.softmax(mask_scores(scores), dim=-1)\n"),
-    "padded_causal_mask": ("def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
-                           "    return torch.ones(T, T, dtype=torch.bool).tril() & attention_mask.bool()[:, None, :]\n"),
-    "changed_positions": "def changed_positions(T, j):\n    return torch.arange(T) >= j\n",
-}
 # q2 to q5, none of them calling causal_mask (which the attackers replace)
+TRIL = "torch.ones(T, T, dtype=torch.bool).tril()"
 REST = ["def mask_scores(scores):\n    T = scores.shape[-1]\n"
-        "    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf'))\n",
-        *[GOOD[name] for name in ("attention_weights", "padded_causal_mask", "changed_positions")]]
+        f"    return scores.masked_fill(~{TRIL}, float('-inf'))\n",
+        GOOD["attention_weights"],
+        "def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
+        f"    return {TRIL} & attention_mask.bool()[:, None, :]\n",
+        GOOD["changed_positions"]]
 VISIBLE_T = sorted(args[0] for args in chapter("ch02").q1.cases())
 HELD_OUT_T = sorted(args[0] for _, args in chapter("ch02").q1.held_out_cases())
 # The work order in the recorder's frames: the Ts of every case of q1 this run holds.
