@@ -944,6 +944,48 @@ def test_live_page_from_a_file_says_how_to_serve_it(browser, site):
 
 
 @pytest.mark.browser
+def test_live_page_built_without_node_says_it_has_no_live_files(browser, site, tmp_path):
+    """A site built without Node: the built site with its _static/live/ made again by the build step
+    (_ext/live_page.py's copy_assets) from a source folder without node_modules, so live.js alone. Each of
+    Load, Step and Run then says that this build has no live files (not a bare "could not load")."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    spec = importlib.util.spec_from_file_location("live_page", ROOT / "_ext" / "live_page.py")
+    live_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(live_page)
+    source, html = tmp_path / "source", tmp_path / "html"  # source: the page's code, no node_modules
+    (source / "live").mkdir(parents=True)
+    shutil.copyfile(ROOT / "live" / "live.js", source / "live" / "live.js")
+    shutil.copytree(site, html, ignore=lambda folder, names: names if Path(folder).name == "live" else [])
+    live_page.copy_assets(SimpleNamespace(srcdir=str(source), outdir=str(html),
+                                          builder=SimpleNamespace(format="html")), None)
+    assert sorted(p.name for p in (html / "_static" / "live").iterdir()) == ["live.js"]
+    handler = type("Handler", (_Handler,), {"log": [], "lock": threading.Lock()})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(html)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    said = {}
+    try:
+        for button in ("live-load", "live-step", "live-run"):
+            browser.get(f"http://127.0.0.1:{httpd.server_address[1]}/{LIVE_PAGE}.html")
+            browser.execute_async_script(WAIT_FOR_PAGE)
+            browser.find_element(By.ID, button).click()
+            status = browser.find_element(By.ID, "live-status")
+            WebDriverWait(browser, 30).until(lambda d: status.text.startswith(("Error", "Loading failed")))
+            time.sleep(0.5)  # nothing else overwrites it afterwards
+            said[button] = status.text
+            assert browser.find_element(By.ID, "live-step").is_enabled()  # the buttons work again
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    for button, text in said.items():
+        assert text.startswith("Loading failed: could not load") and "has no live files" in text, (button, text)
+
+
+@pytest.mark.browser
 def test_live_page_sampling_repeats_with_its_seed(browser, site, server):
     """Sampling with a seed: the same seed gives the same tokens again (after Reset), another seed others."""
     from selenium.webdriver.common.by import By
