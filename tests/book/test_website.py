@@ -1324,11 +1324,27 @@ PHONE_WIDTH = 390  # the issue's phone, in CSS pixels
 ON_A_PHONE = """
 const W = window.innerWidth;
 const out = e => e.getBoundingClientRect().right > W + 0.5 || e.getBoundingClientRect().left < -0.5;
+// the nearest box around e that scrolls sideways and has more to show than it shows, or null
+const scroller = e => { for (let p = e; p && p !== document.body; p = p.parentElement)
+    if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX) && p.scrollWidth > p.clientWidth + 1) return p;
+    return null; };
+// its hint that it scrolls: a shadow drawn in its background, or a line under it naming the scroll
+const hint = box => ({shadow: getComputedStyle(box).backgroundImage.includes('gradient'),
+                      line: getComputedStyle(box, '::after').content});
+const cut = (e, name) => { const box = scroller(e); return box ? {name, out: out(box), ...hint(box)} : {name, out: out(e)}; };
 const maths = Array.from(document.querySelectorAll('article mjx-container'));
-const svgs = Array.from(document.querySelectorAll('article img')).filter(i => i.src.endsWith('.svg'))
+const images = Array.from(document.querySelectorAll('article img'));
+const svgs = images.filter(i => i.src.endsWith('.svg'))
     .map(i => ({src: i.src.split('/').pop(), width: i.getBoundingClientRect().width}));
+const plots = images.filter(i => !i.src.endsWith('.svg'))
+    .map(i => ({src: i.src.split('/').pop(), width: i.getBoundingClientRect().width, natural: i.naturalWidth}));
+const label = e => e.textContent.replace(/\\s+/g, ' ').trim().slice(0, 40);
 return {width: W, scroll_width: document.scrollingElement.scrollWidth, maths: maths.length,
-        maths_out: maths.filter(out).map(m => m.textContent.slice(0, 40)), svgs};
+        maths_out: maths.filter(out).map(label), svgs, plots,
+        tables: document.querySelectorAll('article table').length,
+        boxes: [...maths.filter(m => m.getAttribute('display') === 'true').map(m => cut(m.firstElementChild, label(m))),
+                ...Array.from(document.querySelectorAll('article table')).map(t => cut(t, label(t))),
+                ...images.map(i => cut(i, i.src.split('/').pop()))].filter(b => b.out || 'shadow' in b)};
 """
 
 
@@ -1343,7 +1359,11 @@ def _smallest_svg_text(name: str) -> float:
 def test_phone_maths_stays_in_the_column_and_figure_text_is_readable(browser, site, server):
     """At 390 CSS px, as a phone shows the pages: no formula of any chapter, the intro or the notation page
     reaches past the screen's edge (a wide one scrolls in its own box), the page does not scroll sideways,
-    and the smallest text of every SVG figure is drawn at least 10 px tall."""
+    and the smallest text of every SVG figure is drawn at least 10 px tall. No display formula, table or
+    figure is cut by the screen's edge: one wider than the column scrolls in its own box, which lies on the
+    screen and shows that it scrolls (a formula or table by a shadow at its edge, a figure by a line under
+    it saying so). A plot of a cell's output is drawn at 3/4 of its own size or more (matplotlib's 10 pt
+    text, 14 px at 100 dpi, at least 10 px), and the wide ones (chapter 5's two panels) scroll."""
     base, _ = server
     pages = [p for p in PAGES if p.startswith("chapters/")] + ["intro", "notation"]
     seen = {}
@@ -1366,3 +1386,18 @@ def test_phone_maths_stays_in_the_column_and_figure_text_is_readable(browser, si
             smallest = svg["width"] * _smallest_svg_text(svg["src"])
             assert smallest >= 10, f"{page}: {svg['src']}'s smallest text is {smallest:.1f} px tall"
     assert figures >= 2  # the loop figure, in the intro and in chapter 5
+    boxes = [(page, box) for page, info in seen.items() for box in info["boxes"]]
+    assert not [b for b in boxes if b[1]["out"]], "past the screen's edge, not in a scrolling box"
+    assert {page for page, box in boxes} >= {"chapters/01_chain_rule", "chapters/05_generation_loop"}
+    assert any("opened in" in box["name"] for page, box in boxes)  # chapter 1's table of the loop's lines
+    for page, box in boxes:
+        figure = box["name"].endswith((".svg", ".png", ".jpg", ".jpeg"))
+        if figure:
+            assert "scrolls sideways" in box["line"], f"{page}: {box['name']} scrolls with no line saying so"
+        else:
+            assert box["shadow"], f"{page}: {box['name']!r} scrolls with no shadow at its edge"
+    assert sum(info["tables"] for info in seen.values()) >= 5
+    plots = [(page, plot) for page, info in seen.items() for plot in info["plots"]]
+    assert len(plots) >= 5 and any(plot["natural"] > PHONE_WIDTH for page, plot in plots)
+    for page, plot in plots:
+        assert plot["width"] >= 0.75 * plot["natural"] - 0.5, f"{page}: {plot['src']} shrunk: {plot}"
