@@ -1,6 +1,7 @@
 """guide/contributors/layout.md names what the repository holds, checked against git's own list of files:
 every tracked top-level file and folder, every file of lib/nexttoken (its modules and its data), and every
-file of the other folders whose table rows list their files one by one. A file added there and not to the page fails this test."""
+file of the other folders whose table rows list their files one by one. A file added there and not to the
+page fails this test."""
 
 import re
 import subprocess
@@ -62,6 +63,7 @@ def test_layout_names_every_tracked_folder_module_and_listed_file():
 
 def test_the_check_sees_a_missing_file():
     """The check itself: a new module, a new script and a new top-level folder are each reported."""
-    files = tracked() + ["lib/nexttoken/new_module.py", "scripts/new.sh", "newfolder/a.txt", "lib/nexttoken/grading/x.py"]
+    files = tracked() + ["lib/nexttoken/new_module.py", "scripts/new.sh", "newfolder/a.txt",
+                         "lib/nexttoken/grading/x.py"]
     assert unnamed(files, rows()) == ["newfolder/", "lib/nexttoken/new_module.py", "scripts/new.sh",
                                       "lib/nexttoken/grading/x.py"]
