@@ -29,6 +29,7 @@
     return;
   }
 
+  class LoadError extends Error {}  // load()'s failure, its message already the whole sentence to show
   let loading = null;  // the one load() in flight or done
   let enc, session, info;
   const state = {prompt: null, ids: [], promptLength: 0, steps: 0, done: false, rng: null, work: {none: 0, cache: 0}};
@@ -84,10 +85,12 @@
         $("live-load").disabled = true;
         showPromptIds();
       })();
-      loading.catch((err) => {
+      // A failed load is said once, by whoever awaited it (a button's guarded(), or the tests' handle),
+      // with what went wrong and the likeliest reason: a site built without Node has live.js alone.
+      loading = loading.catch((err) => {
         loading = null;
-        say(`Loading failed: ${err.message}. A site built without Node 20 and npm has no live files: ` +
-            "the course's README says how to build them.");
+        throw new LoadError(`Loading failed: ${err.message}. A site built without Node 20 and npm has no live files: ` +
+                            "the course's README says how to build them.");
       });
     }
     return loading;
@@ -372,7 +375,7 @@
     try {
       await action();
     } catch (err) {
-      say(`Error: ${err.message}`);
+      say(err instanceof LoadError ? err.message : `Error: ${err.message}`);
     } finally {
       busy = false;
       buttons.forEach((b) => { b.disabled = false; });

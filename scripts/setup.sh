@@ -22,13 +22,15 @@ mkdir -p .venv/etc/ipython
 cmp -s scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py \
   || cp scripts/ipython_kernel_config.py .venv/etc/ipython/ipython_kernel_config.py
 # JupyterLab's settings for the course (scripts/jupyterlab_overrides.json): no pop-up asking to fetch Jupyter's
-# news, no check for updates (both would make requests to the web). JupyterLab reads overrides.json from here.
+# news, no check for updates (both would make requests to the web), and no autosave, so running a notebook's
+# cells leaves its file (and git status) as it was until the learner saves. JupyterLab reads overrides.json from here.
 mkdir -p .venv/share/jupyter/lab/settings
 cmp -s scripts/jupyterlab_overrides.json .venv/share/jupyter/lab/settings/overrides.json \
   || cp scripts/jupyterlab_overrides.json .venv/share/jupyter/lab/settings/overrides.json
 # The live page's JavaScript (live_loop.md): onnxruntime-web, js-tiktoken and esbuild, pinned by
 # package-lock.json; npm ci installs exactly the lock into node_modules/, again only when it changed.
-# Without npm the rest still works; only the book's build (which needs these files) then stops and says so.
+# Without npm the rest still works, the book's build too: _ext/live_page.py then builds the site without the
+# live page's files, and the page says so when a button is pressed.
 if command -v npm >/dev/null; then
   want_js=$(sha256sum package-lock.json | cut -d' ' -f1)
   if [ "$(cat node_modules/.installed 2>/dev/null)" != "$want_js" ]; then

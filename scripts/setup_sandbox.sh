@@ -10,3 +10,10 @@ set -euo pipefail
 source "$(dirname "$0")/apt_missing.sh"
 # util-linux (prlimit, setpriv) is essential on Debian: listed so that a system without it is told
 install_missing "the grader's sandbox" bubblewrap util-linux python3-seccomp
+# One line when all of it is there (install_missing has said already what is not).
+if command -v bwrap >/dev/null && command -v prlimit >/dev/null && command -v setpriv >/dev/null \
+    && /usr/bin/python3 -c "import seccomp" 2>/dev/null; then
+  echo "the grader's sandbox is ready: $(bwrap --version), prlimit, setpriv, and python3-seccomp for /usr/bin/python3"
+else
+  echo "the grader's sandbox is not ready: bwrap, prlimit, setpriv or /usr/bin/python3's seccomp module is missing" >&2
+fi

@@ -1,5 +1,6 @@
 """JupyterLab opens the course's notebooks quietly: a notebook just opened is not marked as modified (its
-stored kernelspec is the one the installed kernel writes), and no pop-up asks to fetch Jupyter's news
+stored kernelspec is the one the installed kernel writes), no pop-up asks to fetch Jupyter's news, and
+nothing is autosaved, so running cells does not rewrite the course's files
 (scripts/jupyterlab_overrides.json, installed into .venv by scripts/setup.sh)."""
 
 import json
@@ -36,6 +37,41 @@ def test_the_news_pop_up_is_off_in_the_courses_jupyterlab():
     installed = Path(sys.prefix) / "share/jupyter/lab/settings/overrides.json"
     assert installed.read_text() == (ROOT / "scripts" / "jupyterlab_overrides.json").read_text(), \
         "run bash scripts/setup.sh"
+
+
+def test_jupyterlab_does_not_autosave_the_courses_notebooks(tmp_path):
+    """JupyterLab, given the course's overrides.json (as scripts/setup.sh installs it), serves autosave off:
+    its settings API gives the page false as autosave's default, and no user setting over it (JupyterLab's
+    own default, true, saves a notebook two minutes after a learner runs a cell, rewriting the file)."""
+    import shutil
+    import urllib.request
+
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    shutil.copyfile(ROOT / "scripts" / "jupyterlab_overrides.json", settings / "overrides.json")
+    port = free_port()
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    lab = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "lab", "--allow-root", "--no-browser",
+                            f"--port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
+                            "--ServerApp.password=", f"--ServerApp.root_dir={tmp_path}",
+                            f"--LabApp.app_settings_dir={settings}", f"--LabApp.user_settings_dir={tmp_path / 'user'}"],
+                           cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/docmanager-extension:plugin"
+    try:
+        for _ in range(60):  # the server's start
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    plugin = json.loads(response.read())
+                break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("JupyterLab did not answer in 60 s")
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
+    # the server applies overrides.json to the schema's defaults; the learner's own settings (none here) win
+    assert plugin["schema"]["properties"]["autosave"]["default"] is False and "autosave" not in plugin["settings"]
 
 
 def free_port() -> int:

@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -81,3 +83,20 @@ def test_kernels_start_without_the_tcp_encryption_warning(tmp_path):
                             timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "42", result.stderr
     assert "without encryption" not in result.stderr and "WARNING" not in result.stderr, result.stderr
+
+
+def test_setup_sandbox_says_in_one_line_that_the_sandbox_is_ready(tmp_path):
+    """With every package installed, scripts/setup_sandbox.sh changes nothing and prints one line saying the
+    sandbox is ready (its tools found), nothing else."""
+    import shutil
+
+    if not all(shutil.which(t) for t in ("bwrap", "prlimit", "setpriv")) or subprocess.run(
+            ["/usr/bin/python3", "-c", "import seccomp"], capture_output=True).returncode:
+        pytest.skip("needs the sandbox's tools installed: bash scripts/setup_sandbox.sh as root")
+    env = fake_system(tmp_path, installed={"bubblewrap", "util-linux", "python3-seccomp"})
+    result = subprocess.run(["bash", "scripts/setup_sandbox.sh"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert not (tmp_path / "apt.log").exists()
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("the grader's sandbox is ready: bubblewrap "), result.stdout

@@ -944,6 +944,48 @@ def test_live_page_from_a_file_says_how_to_serve_it(browser, site):
 
 
 @pytest.mark.browser
+def test_live_page_built_without_node_says_it_has_no_live_files(browser, site, tmp_path):
+    """A site built without Node: the built site with its _static/live/ made again by the build step
+    (_ext/live_page.py's copy_assets) from a source folder without node_modules, so live.js alone. Each of
+    Load, Step and Run then says that this build has no live files (not a bare "could not load")."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    spec = importlib.util.spec_from_file_location("live_page", ROOT / "_ext" / "live_page.py")
+    live_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(live_page)
+    source, html = tmp_path / "source", tmp_path / "html"  # source: the page's code, no node_modules
+    (source / "live").mkdir(parents=True)
+    shutil.copyfile(ROOT / "live" / "live.js", source / "live" / "live.js")
+    shutil.copytree(site, html, ignore=lambda folder, names: names if Path(folder).name == "live" else [])
+    live_page.copy_assets(SimpleNamespace(srcdir=str(source), outdir=str(html),
+                                          builder=SimpleNamespace(format="html")), None)
+    assert sorted(p.name for p in (html / "_static" / "live").iterdir()) == ["live.js"]
+    handler = type("Handler", (_Handler,), {"log": [], "lock": threading.Lock()})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(html)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    said = {}
+    try:
+        for button in ("live-load", "live-step", "live-run"):
+            browser.get(f"http://127.0.0.1:{httpd.server_address[1]}/{LIVE_PAGE}.html")
+            browser.execute_async_script(WAIT_FOR_PAGE)
+            browser.find_element(By.ID, button).click()
+            status = browser.find_element(By.ID, "live-status")
+            WebDriverWait(browser, 30).until(lambda d: status.text.startswith(("Error", "Loading failed")))
+            time.sleep(0.5)  # nothing else overwrites it afterwards
+            said[button] = status.text
+            assert browser.find_element(By.ID, "live-step").is_enabled()  # the buttons work again
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    for button, text in said.items():
+        assert text.startswith("Loading failed: could not load") and "has no live files" in text, (button, text)
+
+
+@pytest.mark.browser
 def test_live_page_sampling_repeats_with_its_seed(browser, site, server):
     """Sampling with a seed: the same seed gives the same tokens again (after Reset), another seed others."""
     from selenium.webdriver.common.by import By
@@ -1282,11 +1324,27 @@ PHONE_WIDTH = 390  # the issue's phone, in CSS pixels
 ON_A_PHONE = """
 const W = window.innerWidth;
 const out = e => e.getBoundingClientRect().right > W + 0.5 || e.getBoundingClientRect().left < -0.5;
+// the nearest box around e that scrolls sideways and has more to show than it shows, or null
+const scroller = e => { for (let p = e; p && p !== document.body; p = p.parentElement)
+    if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX) && p.scrollWidth > p.clientWidth + 1) return p;
+    return null; };
+// its hint that it scrolls: a shadow drawn in its background, or a line under it naming the scroll
+const hint = box => ({shadow: getComputedStyle(box).backgroundImage.includes('gradient'),
+                      line: getComputedStyle(box, '::after').content});
+const cut = (e, name) => { const box = scroller(e); return box ? {name, out: out(box), ...hint(box)} : {name, out: out(e)}; };
 const maths = Array.from(document.querySelectorAll('article mjx-container'));
-const svgs = Array.from(document.querySelectorAll('article img')).filter(i => i.src.endsWith('.svg'))
+const images = Array.from(document.querySelectorAll('article img'));
+const svgs = images.filter(i => i.src.endsWith('.svg'))
     .map(i => ({src: i.src.split('/').pop(), width: i.getBoundingClientRect().width}));
+const plots = images.filter(i => !i.src.endsWith('.svg'))
+    .map(i => ({src: i.src.split('/').pop(), width: i.getBoundingClientRect().width, natural: i.naturalWidth}));
+const label = e => e.textContent.replace(/\\s+/g, ' ').trim().slice(0, 40);
 return {width: W, scroll_width: document.scrollingElement.scrollWidth, maths: maths.length,
-        maths_out: maths.filter(out).map(m => m.textContent.slice(0, 40)), svgs};
+        maths_out: maths.filter(out).map(label), svgs, plots,
+        tables: document.querySelectorAll('article table').length,
+        boxes: [...maths.filter(m => m.getAttribute('display') === 'true').map(m => cut(m.firstElementChild, label(m))),
+                ...Array.from(document.querySelectorAll('article table')).map(t => cut(t, label(t))),
+                ...images.map(i => cut(i, i.src.split('/').pop()))].filter(b => b.out || 'shadow' in b)};
 """
 
 
@@ -1301,7 +1359,11 @@ def _smallest_svg_text(name: str) -> float:
 def test_phone_maths_stays_in_the_column_and_figure_text_is_readable(browser, site, server):
     """At 390 CSS px, as a phone shows the pages: no formula of any chapter, the intro or the notation page
     reaches past the screen's edge (a wide one scrolls in its own box), the page does not scroll sideways,
-    and the smallest text of every SVG figure is drawn at least 10 px tall."""
+    and the smallest text of every SVG figure is drawn at least 10 px tall. No display formula, table or
+    figure is cut by the screen's edge: one wider than the column scrolls in its own box, which lies on the
+    screen and shows that it scrolls (a formula or table by a shadow at its edge, a figure by a line under
+    it saying so). A plot of a cell's output is drawn at 3/4 of its own size or more (matplotlib's 10 pt
+    text, 14 px at 100 dpi, at least 10 px), and the wide ones (chapter 5's two panels) scroll."""
     base, _ = server
     pages = [p for p in PAGES if p.startswith("chapters/")] + ["intro", "notation"]
     seen = {}
@@ -1324,3 +1386,18 @@ def test_phone_maths_stays_in_the_column_and_figure_text_is_readable(browser, si
             smallest = svg["width"] * _smallest_svg_text(svg["src"])
             assert smallest >= 10, f"{page}: {svg['src']}'s smallest text is {smallest:.1f} px tall"
     assert figures >= 2  # the loop figure, in the intro and in chapter 5
+    boxes = [(page, box) for page, info in seen.items() for box in info["boxes"]]
+    assert not [b for b in boxes if b[1]["out"]], "past the screen's edge, not in a scrolling box"
+    assert {page for page, box in boxes} >= {"chapters/01_chain_rule", "chapters/05_generation_loop"}
+    assert any("opened in" in box["name"] for page, box in boxes)  # chapter 1's table of the loop's lines
+    for page, box in boxes:
+        figure = box["name"].endswith((".svg", ".png", ".jpg", ".jpeg"))
+        if figure:
+            assert "scrolls sideways" in box["line"], f"{page}: {box['name']} scrolls with no line saying so"
+        else:
+            assert box["shadow"], f"{page}: {box['name']!r} scrolls with no shadow at its edge"
+    assert sum(info["tables"] for info in seen.values()) >= 5
+    plots = [(page, plot) for page, info in seen.items() for plot in info["plots"]]
+    assert len(plots) >= 5 and any(plot["natural"] > PHONE_WIDTH for page, plot in plots)
+    for page, plot in plots:
+        assert plot["width"] >= 0.75 * plot["natural"] - 0.5, f"{page}: {plot['src']} shrunk: {plot}"

