@@ -101,7 +101,7 @@ def _norm_each_block(m, ids):
 
 def _q2_error(args, error):
     if "must be Tensor, not tuple" in error:
-        return ("a block returns a pair, (its output, its cache), and the pair itself went on into the next block "
+        return ("a block returns a pair, (its output, its attention weights), and the pair itself went on into the next block "
                 "(or the final norm): unpack it, x, _ = block(x, mask)")
 
 
