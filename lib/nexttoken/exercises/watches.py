@@ -11,7 +11,7 @@ import inspect
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .. import model as _model
+from ..model import causal_mask as _library_causal_mask
 from .calling import RULE, _raising_code, counted, tokens
 
 @contextlib.contextmanager
@@ -125,7 +125,7 @@ def builds_its_own_mask(args):
     """The rule of chapter 2's q1, as ``Task(forbid=...)`` words it for the other rebuilt functions (the
     forbidding itself lives in calling.py, which names a fixed set of calls): nexttoken.causal_mask raises,
     with the rule, while the learner's function runs, under every name bound to it."""
-    function = inspect.unwrap(_model.causal_mask)
+    function = inspect.unwrap(_library_causal_mask)
     code, function.__code__ = function.__code__, _raising_code(
         f"{RULE}nexttoken.causal_mask was called, but the task says: build the mask yourself (torch.ones and "
         "torch.tril): nexttoken.causal_mask is what you are rebuilding")
