@@ -12,6 +12,11 @@ def product_then_log(step_probs):
     return torch.log(step_probs.prod(dim=-1))
 
 
+@mutant("q1", expect="below even float64's smallest")  # float64 underflows too: the message must not blame float32
+def product_in_float64(step_probs):
+    return torch.log(step_probs.double().prod(dim=-1)).float()
+
+
 @mutant("q1", expect="log10")
 def log10(step_probs):
     return torch.log10(step_probs).sum(dim=-1)
@@ -81,6 +86,16 @@ def raw_logits(logits, input_ids):
 @mutant("q2", expect="wrong dimension")
 def softmax_over_time(logits, input_ids):
     return torch.log_softmax(logits[:, :-1], dim=1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="normalised over the positions (dim=1)")  # log of softmax: -inf on the extreme case
+def log_of_softmax_over_time(logits, input_ids):
+    return torch.log(torch.softmax(logits[:, :-1], dim=1)).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="normalised over the batch (dim=0)")
+def log_softmax_over_batch(logits, input_ids):
+    return torch.log_softmax(logits[:, :-1], dim=0).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
 
 
 @mutant("q2", expect="wrong shape")

@@ -45,6 +45,18 @@ def future_only(T):
     return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
 
 
+@mutant("q1", expect="nexttoken.causal_mask is what you are rebuilding")
+def library_mask(T):
+    import nexttoken
+    return nexttoken.causal_mask(T)
+
+
+@mutant("q1", expect="nexttoken.causal_mask is what you are rebuilding")
+def library_mask_imported(T):
+    from nexttoken.model import causal_mask
+    return causal_mask(T).clone()
+
+
 # q2: mask_scores
 def _mask(T):
     return torch.ones(T, T, dtype=torch.bool).tril()
@@ -65,9 +77,22 @@ def multiply_by_mask(scores):
     return scores * _mask(scores.shape[-1])
 
 
-@mutant("q2", expect="not the same as -inf")
+@mutant("q2", expect="happens to underflow to exactly 0 in float32")
 def large_negative(scores):
     return scores.masked_fill(~_mask(scores.shape[-1]), -1e9)
+
+
+@mutant("q2", expect="you returned the softmax weights, not the masked scores")
+def softmax_weights(scores):
+    return torch.softmax(scores.masked_fill(~_mask(scores.shape[-1]), float("-inf")), dim=-1)
+
+
+@mutant("q2", expect="some future scores (j > i) are not -inf")
+def only_first_row_masked(scores):
+    T = scores.shape[-1]
+    future = ~_mask(T)
+    future[1:] = False
+    return scores.masked_fill(future, float("-inf"))
 
 
 @mutant("q2", expect="the mask is inverted: you masked the past")

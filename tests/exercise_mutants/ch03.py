@@ -260,3 +260,27 @@ def position_table_and_final_norm_missing(config):
 @mutant("q3", expect="leaves out the d_model-sized bias of each block")
 def output_projection_without_bias(config):
     return _count(config) - config.n_layers * config.d_model
+
+
+# issue 53: the slips a learner made blind
+@mutant("q1", expect="by token id (position_embedding(input_ids))")
+def positions_by_token_id(model, input_ids):
+    return model.token_embedding(input_ids) + model.position_embedding(input_ids)
+
+
+@mutant("q2", expect="unpack it, x, _ = block(x, mask)")
+def block_pair_not_unpacked(model, input_ids):
+    x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(input_ids.shape[1]))
+    mask = torch.ones(input_ids.shape[1], input_ids.shape[1], dtype=torch.bool).tril()
+    for block in model.blocks:
+        x = block(x, mask)
+    return model.lm_head(model.final_norm(x))
+
+
+@mutant("q2", expect="that is the LM head only in a model with tied weights")
+def embedding_matrix_as_head(model, input_ids):
+    x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(input_ids.shape[1]))
+    mask = torch.ones(input_ids.shape[1], input_ids.shape[1], dtype=torch.bool).tril()
+    for block in model.blocks:
+        x, _ = block(x, mask)
+    return model.final_norm(x) @ model.token_embedding.weight.T

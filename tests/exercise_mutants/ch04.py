@@ -325,3 +325,14 @@ def fixed_without_the_shift(model, input_ids):
     with torch.no_grad():
         e = torch.exp(model(input_ids)[:, -1, :])
     return e / e.sum(-1, keepdim=True)
+
+
+# issue 53: squeeze() also drops the batch dimension of a batch of one
+@mutant("q1", expect="dropped the batch dimension too")
+def slice_then_squeeze(logits):
+    return logits[:, -1:, :].squeeze()
+
+
+@mutant("q1", expect="dropped the batch dimension too")
+def index_then_squeeze(logits):
+    return logits[:, -1].squeeze()

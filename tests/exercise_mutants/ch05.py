@@ -482,3 +482,21 @@ def second_to_last_position(model, input_ids):
 def argmax_at_every_position(model, input_ids):
     next_tokens = torch.softmax(model(input_ids), dim=-1).argmax(dim=-1)  # (B, T): the last position not taken
     return torch.cat([input_ids, next_tokens], dim=1)
+
+
+# issue 53: the slips a learner made blind
+@mutant("q1", expect="Make the new tokens a column, next_token[:, None]")
+def cat_without_column(model, input_ids):
+    next_token = model(input_ids)[:, -1, :].argmax(dim=-1)
+    return torch.cat([input_ids, next_token], dim=1)
+
+
+@mutant("q2", expect="log_probs[torch.arange(B), next_id]")
+def every_rows_entry(model, input_ids, max_new_tokens):
+    ids, total = input_ids, torch.zeros(input_ids.shape[0])
+    for _ in range(max_new_tokens):
+        log_probs = torch.log_softmax(model(ids)[:, -1, :], dim=-1)
+        next_id = log_probs.argmax(dim=-1)
+        total = total + log_probs[:, next_id]
+        ids = torch.cat([ids, next_id[:, None]], dim=1)
+    return ids, total

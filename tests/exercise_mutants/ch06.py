@@ -479,3 +479,19 @@ def cropped_stops_on_gpt2_eos(model, input_ids, max_new_tokens):
         if (ids[:, -1] == 50256).any():
             break
     return ids
+
+
+# issue 53: breaking before the final EOS is appended
+@mutant("q3", expect="but that EOS was not appended")
+def break_before_appending_eos(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
+    ids = input_ids
+    finished = torch.zeros(ids.shape[0], dtype=torch.bool)
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            next_tokens = model(ids)[:, -1, :].argmax(dim=-1)
+            next_tokens = torch.where(finished, pad_token_id, next_tokens)
+            finished = finished | (next_tokens == eos_token_id)
+            if finished.all():
+                break
+            ids = torch.cat([ids, next_tokens[:, None]], dim=1)
+    return ids

@@ -1,5 +1,7 @@
 """Chapter 1, the chain rule: tasks for the exercise notebook."""
 
+import math
+
 import torch
 
 from . import watches
@@ -31,10 +33,14 @@ def _q1_diagnose(args, expected, got):
         rows = torch.isinf(got).nonzero().flatten()
         products = step_probs.prod(dim=-1)
         if (products[rows] == 0).all():
-            T = step_probs.shape[-1]
-            raise Mistake(f"you got {float(got[rows[0]])}: the product of {T} small probabilities underflows to 0 "
-                          f"in float32, and log(0) = -inf. Add log-probabilities instead of multiplying "
-                          f"probabilities")
+            T, row = step_probs.shape[-1], int(rows[0])
+            # The true product's size, from the right answer (its log): below float64's smallest number
+            # too, so the message holds whichever float type the product was taken in.
+            power = math.floor(float(expected[row]) / math.log(10))
+            tiny = " (below even float64's smallest, about 5e-324)" if power < -324 else ""
+            raise Mistake(f"you got {float(got[row])}: the product of {T} small probabilities is about 1e{power}"
+                          f"{tiny}, so it underflows to 0 in float32 (smallest about 1e-45), and log(0) = -inf. "
+                          f"Add log-probabilities instead of multiplying probabilities")
         row = int(rows[(products[rows] != 0).nonzero()[0, 0]])
         raise Mistake(f"you got {float(got[row])} in row {row}, whose factors' product is {float(products[row]):.3g}: "
                       f"that is not underflow, so something you took the log of was 0 (or you divided by 0). No "
@@ -89,6 +95,17 @@ def _q2_diagnose(args, expected, got):
     if tuple(got.shape) == tuple(ids.shape):
         raise Mistake("you returned T values per row; position t predicts token t + 1, so there are T - 1: "
                       "drop the last position's logits and the first token")
+    if got.shape != expected.shape:
+        return
+    # normalised over the batch or the positions instead of the vocabulary, however the log was taken: where
+    # log(softmax(...)) underflowed to -inf, the right log_softmax over that dimension is far below 0
+    finite = torch.isfinite(got)
+    for dim, what in ((1, "positions (dim=1)"), (0, "batch (dim=0)")):
+        wrong = _gather(torch.log_softmax(logits[:, :-1], dim), ids[:, 1:])
+        if (wrong[~finite] < -80).all() and torch.allclose(got[finite], wrong[finite], atol=1e-4):
+            raise Mistake(f"you normalised over the {what}, not over the vocabulary: after slicing, "
+                          f"logits[:, :-1] is (B, T - 1, V), and each position's V logits are what softmax "
+                          f"turns into probabilities. Use torch.log_softmax(..., dim=-1)")
 
 
 def _gather(scores, ids):

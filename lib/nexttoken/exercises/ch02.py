@@ -5,6 +5,7 @@ import math
 import torch
 
 from ..model import causal_mask as library_causal_mask
+from . import watches
 from .common import random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
@@ -26,7 +27,9 @@ def _q1_diagnose(args, expected, got):
 q1 = Task(
     name="q1", function="causal_mask", title="the causal mask", chapter=CHAPTER,
     cases=lambda: [(1,), (3,), (6,), (17,), (40,)],  # 17 and 40: wider than any small fixed table
-    reference=lambda T: library_causal_mask(T), diagnose=_q1_diagnose,
+    # not the library's causal_mask: the watch makes it raise while the function checked runs
+    reference=lambda T: torch.ones(T, T, dtype=torch.bool).tril(), diagnose=_q1_diagnose,
+    watch=watches.builds_its_own_mask,
     # recognised on every T tried, not on the first failing one alone: at T = 1 an inverted mask is [[False]],
     # which on its own looks like a hidden diagonal
     known=[
@@ -78,8 +81,16 @@ def _q2_diagnose(args, expected, got):
     if torch.isinf(got[..., ~future]).any():
         raise Mistake("you masked the past or the diagonal: only the entries with j > i (the future) are -inf")
     if future.any() and not torch.isinf(got[..., future]).all():
-        raise Mistake("some future scores (j > i) are not -inf: a large negative number is not the same as "
-                      "-inf (its softmax weight is tiny, not exactly 0); fill with float('-inf')")
+        fill = got[..., future][~torch.isinf(got[..., future])]
+        if fill.max() < -1e4 and (fill == fill[0]).all():
+            # exp(-1e9 - max) is exactly 0 in float32, so the weights come out the same here: what differs is
+            # the masked score itself, and a finite fill masks only while every real score stays far above it
+            raise Mistake(f"the future holds {float(fill[0]):g}, not -inf: a large negative number is not the "
+                          f"same as -inf. Its softmax weight happens to underflow to exactly 0 in float32, but "
+                          f"mask_scores returns the masked scores themselves, and a finite fill is only a "
+                          f"stand-in that works while every real score stays far above it; -inf gives weight 0 "
+                          f"whatever the scores. Fill with float('-inf')")
+        raise Mistake("some future scores (j > i) are not -inf: fill every entry with j > i with float('-inf')")
 
 
 q2 = Task(
@@ -92,6 +103,9 @@ q2 = Task(
         Known("the mask is inverted: you masked the past and the diagonal (where causal_mask(T) is True) and "
               "kept the future. -inf goes where the mask is False: masked_fill(~causal_mask(T), float('-inf'))",
               lambda s: s.masked_fill(library_causal_mask(s.shape[-1]), float("-inf"))),
+        Known("you returned the softmax weights, not the masked scores: mask_scores stops before the softmax "
+              "(attention_weights, q3, takes it). Return the scores with -inf in the future (j > i)",
+              lambda s: torch.softmax(_masked(s), dim=-1)),
         Known("a future score of exactly 0 was not masked: you found the future by its value (scores.triu(1) "
               "!= 0), and a score can be 0. Mask by position, with ~causal_mask(T)", _future_by_value),
         Known("a past score of exactly 0 became -inf: you found the masked entries by their value (a 0 left by "

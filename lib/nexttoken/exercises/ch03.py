@@ -19,8 +19,11 @@ def _forward(model, input_ids):
 
 def _cases():
     # T = 1, a batch of one, several rows, and the longest input the model allows (context_length 16)
+    # and a tied model (the chapter's: its LM head is the token embedding, logits = h @ E.T) beside the
+    # untied ones, whose head is a matrix of its own: an answer must hold for both
     return [(small_model(1), random_ids(1, 1, 5)), (small_model(3), random_ids(3, 1, 1)),
-            (small_model(2), random_ids(2, 3, 9)), (small_model(4), random_ids(4, 2, 16))]
+            (small_model(2), random_ids(2, 3, 9)), (small_model(4), random_ids(4, 2, 16)),
+            (small_model(5, tie_embeddings=True), random_ids(5, 2, 7))]
 
 
 def _q1_diagnose(args, expected, got):
@@ -29,10 +32,22 @@ def _q1_diagnose(args, expected, got):
         raise Mistake("the batch dimension is gone: the result is (B, T, d_model)")
 
 
+POSITIONS_BY_ID = ("you looked up the position embeddings by token id (position_embedding(input_ids)): that table "
+                   "has one row per position, 0 to context_length - 1, and token t's position is t, whatever its "
+                   "id. Use position_embedding(torch.arange(T))")
+
+
+def _q1_error(args, error):
+    model, ids = args
+    if "index out of range" in error and int(ids.max()) >= model.config.context_length:
+        return POSITIONS_BY_ID
+
+
 q1 = Task(
     name="q1", function="embed", title="token + position embeddings", chapter=CHAPTER,
-    cases=_cases, reference=torch.no_grad()(embed_with_positions), diagnose=_q1_diagnose,
+    cases=_cases, reference=torch.no_grad()(embed_with_positions), diagnose=_q1_diagnose, errors=_q1_error,
     known=[
+        Known(POSITIONS_BY_ID, lambda m, ids: m.token_embedding(ids) + m.position_embedding(ids)),
         Known("you forgot the position embeddings: without them, attention (a weighted average) has no direct "
               "signal of where a token is", lambda m, ids: m.token_embedding(ids)),
         Known("only the position embeddings: add the token embeddings too",
@@ -84,13 +99,27 @@ def _norm_each_block(m, ids):
     return m.lm_head(x)
 
 
+def _q2_error(args, error):
+    if "must be Tensor, not tuple" in error:
+        return ("a block returns a pair, (its output, its attention weights), and the pair itself went on into the next block "
+                "(or the final norm): unpack it, x, _ = block(x, mask)")
+
+
+def _embedding_as_head(m, ids):
+    x = run_blocks(m, embed_with_positions(m, ids), causal_mask(ids.shape[1]))
+    return m.final_norm(x) @ m.token_embedding.weight.T
+
+
 q2 = Task(
     name="q2", function="forward", title="the whole forward pass", chapter=CHAPTER,
-    cases=_cases, reference=_forward, diagnose=_q2_diagnose,
+    cases=_cases, reference=_forward, diagnose=_q2_diagnose, errors=_q2_error,
     forbid={"model(...)": "forward builds the pass from the model's parts, without calling model(...) "
                           "(or model.forward) itself"},
     known=[
         Known("you skipped the final norm (model.final_norm) before the LM head", torch.no_grad()(_no_norm)),
+        Known("you multiplied by the token embedding matrix (h @ E.T): that is the LM head only in a model with "
+              "tied weights (tie_embeddings=True, like the chapter's); this model's head is a matrix of its own. "
+              "Use model.lm_head, which is right for both", torch.no_grad()(_embedding_as_head)),
         Known("future positions are visible: pass causal_mask(T) to every block", torch.no_grad()(_no_mask)),
         Known("only the first block ran: loop over every block of model.blocks, each one's output feeding "
               "the next", torch.no_grad()(_first_block)),

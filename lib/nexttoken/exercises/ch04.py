@@ -36,6 +36,9 @@ q1 = Task(
               lambda lg: lg[:, 0, :]),
         Known("you took the second-to-last position; the last one (-1) predicts the next token",
               lambda lg: lg[:, -2, :]),
+        Known("squeeze() with no dimension drops every dimension of size 1, so for a batch of one (B = 1) it "
+              "dropped the batch dimension too: (V,), not (1, V). Squeeze only the time axis, .squeeze(1), or "
+              "index it with -1: logits[:, -1, :]", lambda lg: lg[:, -1:, :].squeeze()),
         Known("every row got row 0's scores: logits[0, -1] serves a batch of one only; keep the batch "
               "dimension", lambda lg: lg[0, -1].expand(lg.shape[0], -1)),
     ],

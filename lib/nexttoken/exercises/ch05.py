@@ -41,8 +41,15 @@ def _q1_diagnose(args, expected, got):
         raise Mistake("the context changed: keep input_ids as they are and add one token at the end")
 
 
+def _q1_error(args, error):
+    if "same number of dimensions" in error:
+        return ("the new tokens are (B,), one per row, and input_ids is (B, T): torch.cat joins tensors with the "
+                "same number of dimensions. Make the new tokens a column, next_token[:, None] (B, 1), then "
+                "torch.cat([input_ids, next_token[:, None]], dim=1)")
+
+
 q1 = Task(
-    name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER,
+    name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER, errors=_q1_error,
     # case 0: the greedy tokens at positions 0, 1, 2 and 3 all differ, so that reading the wrong position shows
     # before the T = 1 case, where logits[:, -2] raises
     cases=lambda: [(small_model(8), random_ids(8, 1, 4)), (small_model(10), random_ids(10, 1, 1)),
@@ -96,6 +103,11 @@ def _q2_diagnose(args, expected, got):
         return
     count_new_tokens(ids, n, got[0])
     B = ids.shape[0]
+    if n > 0 and isinstance(got[1], torch.Tensor) and tuple(got[1].shape) == (B, B):
+        raise Mistake(f"log_prob is ({B}, {B}), not ({B},): log_probs[:, next_id] takes every row's entries at "
+                      f"every row's token, a (B, B) table (the entries you want are its diagonal). Take each row's "
+                      f"own token's entry: log_probs.gather(-1, next_id[:, None])[:, 0], or "
+                      f"log_probs[torch.arange(B), next_id]")
     if not (isinstance(got[1], torch.Tensor) and got[1].is_floating_point() and tuple(got[1].shape) == (B,)):
         raise Mistake(f"log_prob should be a float tensor of shape (B,) = ({B},), one sum per row of input_ids"
                       f"{' (zeros: with max_new_tokens = 0 there is nothing to score)' if n == 0 else ''}; yours "
@@ -171,7 +183,8 @@ q2 = Task(
     hints=("The loop already computes, at each step, the distribution it selects the token from: the "
            "chain rule's factor for that token.",
            "At each step, beside the argmax, take the chosen token's log-probability, log_softmax(logits)[row, "
-           "token], and add it to a running total per row, shape (B,), starting from zeros.",
+           "token], and add it to a running total per row, shape (B,), starting from zeros. For every row at "
+           "once that is log_probs[torch.arange(B), token] (log_probs[:, token] would be (B, B)).",
            "log_probs = torch.log_softmax(model(ids)[:, -1, :], dim=-1); token = log_probs.argmax(-1); "
            "total += log_probs.gather(-1, token[:, None])[:, 0]; then append the token."),
 )

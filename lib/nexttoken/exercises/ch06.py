@@ -163,6 +163,16 @@ def _q3_diagnose(args, expected, got):
             raise Mistake(f"you generated {tokens(new.shape[1])}, more than max_new_tokens = {n}")
         raise Mistake("the loop went on after every row had finished: stop as soon as all rows are done")
     if new.shape[1] < want.shape[1]:
+        if new.shape[1] == want.shape[1] - 1 and (want[:, -1] == eos).any() and (want == eos).any(-1).all():
+            row = int((want[:, -1] == eos).nonzero()[0])
+            eos_lost = (f"the last step produced row {row}'s EOS (eos_token_id = {eos}), which finished every "
+                        "row, but that EOS was not appended. Append the step's tokens first, EOS included, then "
+                        "update the flags, then break")
+            if want.shape[1] < n:  # the right loop broke early: a loop of max_new_tokens - 1 steps would too
+                raise Mistake(f"the loop stopped one token early: {eos_lost}")
+            raise Mistake(f"you generated {tokens(new.shape[1])}, one fewer than max_new_tokens = {n}: either "
+                          f"{eos_lost}; or the loop ran max_new_tokens - 1 steps, where it runs "
+                          "range(max_new_tokens)")
         done = (new == eos).any(-1)
         early = [r for r in range(len(ids)) if (ids[r] == eos).any() and not done[r]]
         if early and new.shape[1] == 0:
@@ -185,7 +195,8 @@ q3 = Task(
     hints=("Keep one flag per row, and decide after each step whether to go on.",
            "Each step: pick the greedy token, pad it where the row had already finished, append it, then "
            "update the flags.",
-           "Use your pad_finished and update_finished in that order, and break when finished.all()."),
+           "Pad with torch.where(finished, pad_token_id, next_tokens) (question 2's pad_finished), append, "
+           "then update the flags with your update_finished, and break when finished.all()."),
 )
 
 
