@@ -40,7 +40,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from importlib import resources
 from pathlib import Path

@@ -5,7 +5,12 @@ started outlives the grading or is there when results.json is written.
 
     python3 reap.py COMMAND [ARG ...]
 """
-import ctypes, os, signal, subprocess, sys, time
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
 
 if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
     sys.exit("run_autograder: could not become a subreaper")

@@ -676,7 +676,6 @@ def test_theme_download_buttons(browser, site, server, tmp_path):
     """The theme's download menu on every page of the toc: its source link gives the page's own source
     file (the notebook or the Markdown, byte for byte); on a chapter, a click downloads it, and the .pdf
     button opens the browser's print dialog, whose print layout shows the article without the sidebars."""
-    from selenium.webdriver.common.by import By
 
     base, _ = server
     fetch = """const done = arguments[arguments.length - 1];

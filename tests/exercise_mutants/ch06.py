@@ -421,7 +421,7 @@ def _layout(eos_steps, n, width=None, start=1, stop_when="all"):
 
 
 @mutant("q6", expect="too many slots")
-def never_stops_early(eos_steps, max_new_tokens):
+def layout_never_stops_early(eos_steps, max_new_tokens):
     return _layout(eos_steps, max_new_tokens, width=max_new_tokens)
 
 

@@ -97,7 +97,6 @@ def test_each_check_fails_visibly_on_its_stub(path, monkeypatch):
 import sys  # noqa: E402
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 import nexttoken  # noqa: E402
 from nexttoken.exercises import CHAPTERS, chapter, solutions  # noqa: E402

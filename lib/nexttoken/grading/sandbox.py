@@ -19,8 +19,6 @@ id of its own (one per concurrent job, checked unused on the host and locked aga
 root-owned file is readable by owner rights.
 """
 
-import ctypes
-import errno
 import fcntl
 import grp
 import itertools
