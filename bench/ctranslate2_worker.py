@@ -5,7 +5,8 @@
 Converts the transformers GPT-2 saved in HF_MODEL_DIR (the benchmark's random weights, so the same
 model) to CTranslate2 float32, then answers requests, one JSON line each on stdin:
 {"prompt": [ids], "new_tokens": n} -> {"seconds": s, "tokens": [n new ids], "stamps": [n times]}, timing
-only the generation (stamps: each new token's time, perf_counter's, from the per-token callback). A process of its own because torch and CTranslate2 each bring an OpenMP runtime, and
+only the generation (stamps: each new token's time, perf_counter's, from the per-token callback). A process of its
+own because torch and CTranslate2 each bring an OpenMP runtime, and
 two in one process can disturb each other's timing (and the torch contenders').
 """
 

@@ -17,9 +17,9 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
   oneDNN's (``onednn=True``) and with ``nn.Linear``'s own (``onednn=False``) on plain and laid-out weights,
   and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
   is printed), with ``--autotune`` also ``prepare(model, compile="max-autotune")`` (the compiler times
-  its own C++ matrix kernels against the libraries'); with ``--fixed-shapes`` also ``prepare(model, fixed_shapes=True)`` (every step attends over
-  the whole window, masked), and with both, that step compiled once with ``mode="reduce-overhead"``,
-  which a GPU records as a CUDA graph (gpt-fast's recipe);
+  its own C++ matrix kernels against the libraries'); with ``--fixed-shapes`` also
+  ``prepare(model, fixed_shapes=True)`` (every step attends over the whole window, masked), and with both, that step
+  compiled once with ``mode="reduce-overhead"``, which a GPU records as a CUDA graph (gpt-fast's recipe);
 - transformers' ``generate`` with its cache (the model the weights come from), and with its static
   cache (``cache_implementation="static"``; with ``--compile`` also its forward under
   ``torch.compile(mode="reduce-overhead")``, which records CUDA graphs on a GPU: transformers' own
@@ -35,8 +35,8 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
   and it has its own bound: the file's tensor bytes per token at (b)'s bandwidth.
 
 Every contender's tokens are compared with the cached loop's (in bfloat16 a near-tie may go either way
-between two kernels, so there the run reports how many tokens agree instead of failing). Two bounds, from the bytes of weights
-each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
+between two kernels, so there the run reports how many tokens agree instead of failing). Two bounds, from the
+bytes of weights each new token must read: (a) divided by the bandwidth of a large copy (read + write, STREAM's
 convention), (b) divided by the bandwidth a large matrix-vector product reads (a ~1 GB float32
 matrix in both storage orders, multiplied by torch.mv and, on CPU, by oneDNN: the fastest of them),
 which is what a generation step does. (a) is not a bound: a good engine beats it. (c) is the time of
@@ -595,7 +595,8 @@ def main():
         if args.compile:
             print(f"fast path compiled / CTranslate2: {median['fast path, torch.compile'] / median[fastest_ct2]:.2f}x")
         if args.autotune:
-            print(f"fast path max-autotune / CTranslate2: {median['fast path, max-autotune'] / median[fastest_ct2]:.2f}x")
+            ratio = median["fast path, max-autotune"] / median[fastest_ct2]
+            print(f"fast path max-autotune / CTranslate2: {ratio:.2f}x")
     if args.compile:
         state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
         print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "

@@ -4,7 +4,8 @@
 
 Loads the file with llama-cpp-python (llama.cpp's own loader and its quantized kernels: the weights stay
 Q4_1, as stored, where nexttoken and transformers dequantize them to float32), then answers requests,
-one JSON line each on stdin: {"prompt": [ids], "new_tokens": n} -> {"seconds": s, "tokens": [n new ids], "stamps": [n times]},
+one JSON line each on stdin:
+{"prompt": [ids], "new_tokens": n} -> {"seconds": s, "tokens": [n new ids], "stamps": [n times]},
 timing only the generation. A process of its own, as the CTranslate2 worker: llama.cpp brings its own
 thread pool, which would disturb torch's (and the other way round).
 """

@@ -55,7 +55,8 @@ def main(argv=None) -> Path:
                 info.external_attr = 0o755 << 16  # executable, as Gradescope runs them
                 z.writestr(info, text)
             z.write(wheel, wheel.name)  # at the zip's root: Gradescope unpacks it into /autograder/source
-    print(f"wrote {args.out}: setup.sh (torch=={torch_pin()}), run_autograder, chapter ({args.chapter}), reap.py, {wheel.name}")
+    print(f"wrote {args.out}: setup.sh (torch=={torch_pin()}), run_autograder, chapter ({args.chapter}), reap.py,"
+          f" {wheel.name}")
     return args.out
 
 

@@ -127,7 +127,8 @@ def measure(driver, url: str, steps: int, prompt: str | None) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html", help="the built site (bash scripts/book.sh)")
+    parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html",
+                        help="the built site (bash scripts/book.sh)")
     parser.add_argument("--runs", type=int, default=3, help="fresh page loads to measure (default 3)")
     parser.add_argument("--steps", type=int, default=40, help="max new tokens of the run (default 40, the page's)")
     parser.add_argument("--prompt", default=None, help="the prompt (default: the page's, 'ROMEO:\\n')")

@@ -16,6 +16,7 @@ Times are medians because a single run is at the mercy of whatever else the mach
 the median ignores the odd slow run that a mean would average in.
 """
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -67,9 +68,9 @@ def milliseconds_per_step(
     """
     times = []
     for t in lengths:
-        # bind t now: a lambda would otherwise see the loop's last t
-        run = (lambda *args, t=t: step(t, *args))
-        prepare = None if setup is None else (lambda t=t: setup(t))
+        # bind t now: a closure would otherwise see the loop's last t
+        run = functools.partial(step, t)
+        prepare = None if setup is None else functools.partial(setup, t)
         times.append(1000 * median_seconds(run, repeats, setup=prepare))
     return times
 

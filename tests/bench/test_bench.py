@@ -28,6 +28,8 @@ def run_bench(script, *args):
     return result.stdout
 
 
+# a table row after its name: a median with its (min-max), fractions of bounds (b) and (c), then the token verdict
+ROW = r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  "
 # 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
 TINY = ["--tiny", "--repeats", "1", "--new-tokens", "32"]
 CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "same, onednn=False",
@@ -40,8 +42,7 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     assert "same tokens from all of them: True" in out
     onednn = ["same, onednn=True"] * HAS_ONEDNN
     for name in CONTENDERS + onednn + ["CTranslate2", "same, CT2_USE_MKL=0 (oneDNN)"] * HAS_CTRANSLATE2:
-        # a row: the name, a median with its (min-max), fractions of bounds (b) and (c), the token verdict
-        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M), name
+        assert re.search(re.escape(name) + ROW + "same$", out, re.M), name
     if not HAS_CTRANSLATE2:
         assert re.search(r"CTranslate2 float32 +skipped: not installed", out)
     assert re.search(r"llama.cpp Q4_1 +skipped: --model smollm2 only", out)  # the GGUF file is SmolLM2's
@@ -52,9 +53,11 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
     assert re.search(r"^bound \(c\), the step's matrix-vector products alone \(9 linear layers, .*: [\d.]+ ms, "
                      r"[\d.]+ tokens/s", out, re.M)
     assert re.search(r"^load average \(1 min\) before each round, then after the last: [\d.]+ [\d.]+$", out, re.M)
-    assert re.search(r"^fast path / cached: +[\d.]+x \(its products: (onednn|torch)_linear, which prepare timed", out, re.M)
+    assert re.search(r"^fast path / cached: +[\d.]+x \(its products: (onednn|torch)_linear, which prepare timed",
+                     out, re.M)
     if HAS_CTRANSLATE2:  # the ratios are against its faster backend of the two
-        assert re.search(r"^CTranslate2's faster backend here: (CTranslate2 [\d.]+ float32|same, CT2_USE_MKL=0)", out, re.M)
+        assert re.search(r"^CTranslate2's faster backend here: (CTranslate2 [\d.]+ float32|same, CT2_USE_MKL=0)",
+                         out, re.M)
     assert "disturbed rounds" in out
     # the probes of every round, so that a run in the machine's fast state shows as such
     assert re.search(r"^per round, probe \(b\) .*GB/s\): [\d.]+$", out, re.M)
@@ -144,9 +147,9 @@ def test_generate_speed_runs_the_fixed_shape_fast_path():
 def test_generate_speed_runs_the_autotuned_fast_path():
     """--autotune: compile="max-autotune" (the compiler times its kernels per matrix): its row, same tokens."""
     out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--autotune")
-    assert re.search(r"fast path, max-autotune .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M)
-    assert re.search(r"^bound \(c\), max-autotune: .* [\d.]+ ms, [\d.]+ tokens/s; fast path, max-autotune at \d+% of it$",
-                     out, re.M)
+    assert re.search("fast path, max-autotune " + ROW + "same$", out, re.M)
+    assert re.search(r"^bound \(c\), max-autotune: .* [\d.]+ ms, [\d.]+ tokens/s; "
+                     r"fast path, max-autotune at \d+% of it$", out, re.M)
     assert "same tokens from all of them: True" in out
 
 
@@ -186,11 +189,10 @@ def test_generate_speed_runs_on_smollm2():
     assert "model: SmolLM2-135M-Instruct" in out
     assert re.search(r"^same tokens from all of them( \(llama.cpp aside\))?: True$", out, re.M)
     for name in ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "transformers generate"]:
-        assert re.search(re.escape(name) + r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  same$", out, re.M), name
+        assert re.search(re.escape(name) + ROW + "same$", out, re.M), name
     assert re.search(r"^bound \(c\), the step's matrix-vector products alone \(151 linear layers", out, re.M)
     if HAS_LLAMA_CPP:  # installed by hand: its row counts agreeing tokens, and it has its own bound
-        assert re.search(r"llama\.cpp \([\d.]+\) Q4_1 .* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  \d/4 new tokens agree",
-                         out, re.M)
+        assert re.search(r"llama\.cpp \([\d.]+\) Q4_1 " + ROW + r"\d/4 new tokens agree", out, re.M)
         assert re.search(r"^llama.cpp's own bound: the GGUF file's [\d.]+ MB of tensors per token \(Q4_1\)", out, re.M)
     else:
         assert re.search(r"llama.cpp Q4_1 +skipped: not installed", out)

@@ -124,8 +124,9 @@ def markdown_cells(path: Path):
 
 def test_the_myst_detector_finds_what_colab_shows_raw():
     """Each kind of MyST markup is caught; plain Markdown, code and maths are not."""
-    samples = ["see {doc}`chapter 2 <02_causal_mask>`", "{ref}`sec`", "```{admonition} Answer\n:class: dropdown\nx\n```",
-               "~~~{note}\nx\n~~~", ":::{tip}\nx\n:::", "(my-label)=\n# Title", "+++", "{{ version }}"]
+    samples = ["see {doc}`chapter 2 <02_causal_mask>`", "{ref}`sec`",
+               "```{admonition} Answer\n:class: dropdown\nx\n```", "~~~{note}\nx\n~~~", ":::{tip}\nx\n:::",
+               "(my-label)=\n# Title", "+++", "{{ version }}"]
     for sample in samples:
         assert myst_syntax(sample), sample
     plain = ("[chapter 2](02_causal_mask.ipynb) and $\\frac{a}{b} + \\text{x}_{1}$\n\n```python\n{'a': 1}\n```\n\n"

@@ -192,7 +192,8 @@ const box = el => { const r = el.getBoundingClientRect(); return [r.width, r.hei
 const visible = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0
     && getComputedStyle(el).visibility !== 'hidden'; };
 // as the page opens, before anything is unfolded
-const searches = Array.from(document.querySelectorAll('.search-button-field, input[type=search]')).filter(visible).length;
+const searches = Array.from(document.querySelectorAll('.search-button-field, input[type=search]'))
+  .filter(visible).length;
 const details = Array.from(document.querySelectorAll('article details'));
 const folded = details.filter(d => !d.open && d.querySelector('summary')).length;
 const wide = Array.from(document.querySelectorAll('article pre')).filter(visible)
@@ -216,8 +217,10 @@ if (main) {
   text = clone.textContent;
   const live = main.cloneNode(true);
   live.querySelectorAll('.tag_raises-exception').forEach(e => e.remove());
-  tracebacks = Array.from(live.querySelectorAll('.output.traceback, .output.error')).map(e => e.textContent.slice(0, 300));
-  if (live.textContent.includes('Traceback (most recent call last)')) tracebacks.push('Traceback (most recent call last)');
+  tracebacks = Array.from(live.querySelectorAll('.output.traceback, .output.error'))
+    .map(e => e.textContent.slice(0, 300));
+  const header = 'Traceback (most recent call last)';
+  if (live.textContent.includes(header)) tracebacks.push(header);
 }
 const launch = document.querySelector('.dropdown-launch-buttons');
 return {
@@ -287,8 +290,8 @@ def _network_problems(performance_log: list, base: str) -> list[str]:
 def test_mathjax_is_served_from_the_site(site):
     """Every page with math loads MathJax from _static (no CDN), and that file is in the built site."""
     problems, pages_with_math = [], 0
-    for html in sorted(site.rglob("*.html")):
-        page, text = html.relative_to(site), html.read_text(encoding="utf-8")
+    for path in sorted(site.rglob("*.html")):
+        page, text = path.relative_to(site), path.read_text(encoding="utf-8")
         cdn = re.findall(r'src="(https?://[^"]*mathjax[^"]*)"', text, flags=re.IGNORECASE)
         if cdn:
             problems.append(f"{page} loads MathJax from {cdn[0]}")
@@ -531,8 +534,9 @@ class _Anchors(html.parser.HTMLParser):
 
 def check_links(site: Path) -> tuple[list[str], dict[str, list[str]], dict[str, int]]:
     """Every link of every page of a built site, offline: (problems, the external links and the pages that
-    have them, how many internal links to files and to anchors were checked). An internal link must name a file of the site and, with a #fragment into a page, an id
-    (or <a name>) of that page. Links off the site (http, https, mailto) are listed, not fetched."""
+    have them, how many internal links to files and to anchors were checked). An internal link must name a file
+    of the site and, with a #fragment into a page, an id (or <a name>) of that page. Links off the site (http, https,
+    mailto) are listed, not fetched."""
     origin = "http://site.invalid/"  # pages are resolved as if served from here
     parsed = {}
 
@@ -1118,7 +1122,8 @@ def test_live_page_handle_matches_nexttoken(browser, site, server, terminal_summ
     base, requests = server
     browser.get_log("browser"), browser.get_log("performance")
     first = len(requests)
-    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})  # count every byte, as on a first visit
+    # no cache: count every byte, as on a first visit
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
     try:
         browser.get(urllib.parse.urljoin(base, f"{LIVE_PAGE}.html"))
         browser.execute_async_script(WAIT_FOR_PAGE)
@@ -1281,9 +1286,9 @@ return {
 @pytest.mark.browser
 def test_live_page_fits_a_phone(browser, site, server):
     """At a phone's width (375 x 740 as a phone shows it: the viewport meta honoured), after a run with the
-    attention view and the cache comparison open: the page does not scroll sideways, the browser did not zoom out to fit it, nothing
-    of the live page sticks out of the screen, and every control is shown, whole, on screen. Screenshots of
-    the page after the run at that width and at WINDOW's are saved."""
+    attention view and the cache comparison open: the page does not scroll sideways, the browser did not zoom out
+    to fit it, nothing of the live page sticks out of the screen, and every control is shown, whole, on screen.
+    Screenshots of the page after the run at that width and at WINDOW's are saved."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -1330,7 +1335,10 @@ const scroller = e => { for (let p = e; p && p !== document.body; p = p.parentEl
 // its hint that it scrolls: a shadow drawn in its background, or a line under it naming the scroll
 const hint = box => ({shadow: getComputedStyle(box).backgroundImage.includes('gradient'),
                       line: getComputedStyle(box, '::after').content});
-const cut = (e, name) => { const box = scroller(e); return box ? {name, out: out(box), ...hint(box)} : {name, out: out(e)}; };
+const cut = (e, name) => {
+  const box = scroller(e);
+  return box ? {name, out: out(box), ...hint(box)} : {name, out: out(e)};
+};
 const maths = Array.from(document.querySelectorAll('article mjx-container'));
 const images = Array.from(document.querySelectorAll('article img'));
 const svgs = images.filter(i => i.src.endsWith('.svg'))

@@ -37,7 +37,8 @@ def test_exercises_are_up_to_date_with_solutions():
 def test_stub_replaces_exactly_the_solution_block():
     make = load_make_exercises()
     source = "def f(x):\n    '''doc'''\n    ### BEGIN SOLUTION\n    y = x + 1\n    return y\n    ### END SOLUTION\n"
-    assert make.stub_source(source) == "def f(x):\n    '''doc'''\n    raise NotImplementedError(\"write your code here\")\n"
+    stub = "def f(x):\n    '''doc'''\n    raise NotImplementedError(\"write your code here\")\n"
+    assert make.stub_source(source) == stub
 
 
 def test_stored_checks_pass_on_solutions():

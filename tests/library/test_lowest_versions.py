@@ -21,17 +21,20 @@ import sys
 import pytest
 from helpers import ROOT
 
-pytestmark = pytest.mark.slow  # about 5 minutes: three chapters and the solutions executed, and a pip install the first time
+# about 5 minutes: three chapters and the solutions executed, and a pip install the first time
+pytestmark = pytest.mark.slow
 
 TORCH_FLOOR = "2.5.1"
 # torch 2.5.1's Linux wheel and the NVIDIA libraries its METADATA pins (Requires-Dist), without triton
-CUDA_LIBS = ["nvidia-cuda-nvrtc-cu12==12.4.127", "nvidia-cuda-runtime-cu12==12.4.127", "nvidia-cuda-cupti-cu12==12.4.127",
+CUDA_LIBS = ["nvidia-cuda-nvrtc-cu12==12.4.127", "nvidia-cuda-runtime-cu12==12.4.127",
+             "nvidia-cuda-cupti-cu12==12.4.127",
              "nvidia-cudnn-cu12==9.1.0.70", "nvidia-cublas-cu12==12.4.5.8", "nvidia-cufft-cu12==11.2.1.3",
              "nvidia-curand-cu12==10.3.5.147", "nvidia-cusolver-cu12==11.6.1.9", "nvidia-cusparse-cu12==12.3.1.170",
              "nvidia-nccl-cu12==2.21.5", "nvidia-nvtx-cu12==12.4.127", "nvidia-nvjitlink-cu12==12.4.127"]
 # the package's other declared minimums (pyproject.toml's dependencies and the smollm2 extra), exactly
 FLOORS = ["tiktoken==0.7.0", "safetensors==0.4.1", "tqdm==4.60.0", "hypothesis==6.100.0", "gguf==0.16.0"]
-# what those old versions need and the course's environment lacks (gguf 0.16 imports sentencepiece; the environment's newer one does not)
+# what those old versions need and the course's environment lacks (gguf 0.16 imports sentencepiece; the
+# environment's newer one does not)
 THEIR_OWN = ["tokenizers>=0.21,<0.22", "huggingface_hub>=0.24,<1.0", "sentencepiece==0.2.0"]
 LOWEST = ["transformers==4.48.0", f"torch=={TORCH_FLOOR}", *CUDA_LIBS, *FLOORS, *THEIR_OWN]
 OVERLAY = ROOT / "_build" / "lowest-versions"
@@ -39,7 +42,8 @@ OVERLAY = ROOT / "_build" / "lowest-versions"
 
 @pytest.fixture(scope="module")
 def overlay() -> dict:
-    """The environment with the lowest declared versions first on the import path (installed anew when LOWEST changes)."""
+    """The environment with the lowest declared versions first on the import path (installed anew when LOWEST
+    changes)."""
     stamp = OVERLAY / "installed.txt"
     if not stamp.is_file() or stamp.read_text() != "\n".join(LOWEST):
         shutil.rmtree(OVERLAY, ignore_errors=True)  # pip --target --upgrade leaves old versions' metadata behind
@@ -66,7 +70,8 @@ def test_the_lowest_declared_versions_are_what_the_package_declares():
 
 
 def test_the_overlay_imports_the_lowest_versions(overlay):
-    done = subprocess.run([sys.executable, "-c", "import torch, transformers; print(torch.__version__, transformers.__version__)"],
+    versions = "import torch, transformers; print(torch.__version__, transformers.__version__)"
+    done = subprocess.run([sys.executable, "-c", versions],
                           env=overlay, capture_output=True, text=True, timeout=300)
     assert done.stdout.split() == [f"{TORCH_FLOOR}+cu124", "4.48.0"], done.stdout + done.stderr[-2000:]
     versions = "; ".join(f"import {m}" for m in ("tiktoken", "safetensors", "tqdm", "hypothesis", "gguf"))
