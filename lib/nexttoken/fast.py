@@ -142,11 +142,11 @@ def onednn_linear(module: nn.Module, x):
     return torch.ops.mkldnn._linear_pointwise(x, module.weight, module.bias, "none", [None], "")
 
 
-# The compiler cannot lower oneDNN's op itself (torch 2.13: a LoweringException, observed), so a
-# compiled graph would fall back to nn.Linear's MKL products, slower here. Registered as an op of our
+# The compiler cannot lower oneDNN's op itself (torch 2.13 raises a LoweringException), so a compiled
+# graph would fall back to nn.Linear's MKL products, the slower ones on CPU. Registered as an op of our
 # own, with its output's shape for the compiler, it stays one call the graph makes, as in eager mode.
-# (torch.library.define and impl rather than the @custom_op decorator: on the 2-core development
-# machine the decorator's call cost more, a compiled SmolLM2 step 1.09x the eager one against 1.23x.)
+# torch.library.define and impl rather than the @custom_op decorator: the decorator adds a Python
+# dispatch to every call (bench/README.md has the figures).
 def _has_our_op() -> bool:  # already registered: this module imported again (importlib.reload)
     try:
         return hasattr(torch.ops.nexttoken, "onednn_linear")
@@ -254,8 +254,8 @@ class Prepared:
         # max-autotune: the compiler's settings, entered around each compiled call (the first compiles with them)
         self.inductor_settings = None
         if self.autotuned:
-            # fixed shapes are for CUDA graphs, whose replay makes the kernel calls: cpp_wrapper (measured
-            # on a CPU only) is left off there
+            # fixed shapes are for CUDA graphs, whose replay makes the kernel calls: cpp_wrapper, a CPU
+            # setting, is left off there
             cuda_graphs = {"triton.cudagraphs": True, "cpp_wrapper": False}
             import torch._inductor.config as inductor  # the compiler's settings (imported only when used)
             # one patch object, entered at every call: torch builds a class for each new one (tens of us)
@@ -303,13 +303,11 @@ def autotune_cache_dir() -> str:
     and inductor's own key for a CPU machine names neither.
 
     What is reused: each matrix's autotuning timings (inductor's local autotune cache) and the compiled
-    C++ kernels (its code cache), so a second run skips the benchmarking of every product's kernels
-    (observed, AMD EPYC, 2 cores: GPT-2 shape 9 of them, the warm-up 174 s cold against 132 s, both under
-    cProfile; SmolLM2 13 of them, 52 s of benchmarking, yet its warm-up went 255 s cold, 247 s cached: the
-    compile's own spread is as large). What is not: the compiled graph itself. Inductor's graph
-    cache refuses a frozen graph that holds oneDNN-packed weights ("mkldnn tensors unpickleable", observed
-    with torch 2.13), and the autotuned graph holds them wherever ATen's ``_linear_pointwise`` is chosen
-    (the prompt's products, here): tracing, lowering and code generation are paid again in every process."""
+    C++ kernels (its code cache), so a second run skips the benchmarking of every product's kernels (what
+    that saves: bench/README.md). What is not: the compiled graph itself. Inductor's graph cache refuses a
+    frozen graph that holds oneDNN-packed weights (torch 2.13: "mkldnn tensors unpickleable"), and the
+    autotuned graph holds them wherever ATen's ``_linear_pointwise`` is chosen (the prompt's products):
+    tracing, lowering and code generation are paid again in every process."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as info:
@@ -343,7 +341,7 @@ def use_autotune_cache_dir() -> None:
 def frozen_twin(model: Decoder) -> Decoder:
     """The same code and weights (their memory shared, not copied) as parameters that need no gradient:
     inductor's freezing folds those into the graph as constants, and leaves alone the ones that need one
-    (observed: no kernel was autotuned for a model whose weights required grad)."""
+    (then no kernel is autotuned: it autotunes the products of frozen weights only)."""
     memo = {id(p): nn.Parameter(p.detach(), requires_grad=False) for p in model.parameters()}
     return copy.deepcopy(model, memo=memo).eval()
 
@@ -355,8 +353,8 @@ def one_query_attention(q, k, v, mask=None):
     q: (B, heads, 1, head_dim); k, v: (B, kv heads, keys, head_dim), each kv head serving a group of
     heads / kv heads query heads (grouped-query attention; one head each for GPT-2); mask: None or bool
     (B, 1, 1, keys), True where the token may look. Compiled, the step's attention is then a few fused
-    loops instead of a call out to the library's flash attention: the autotuned step 1.025x (SmolLM2)
-    to 1.037x (GPT-2) faster; eager, the fused call is the faster (bench/README.md). The new token is
+    loops instead of a call out to the library's flash attention, which makes the autotuned step faster;
+    eager, the fused call is the faster (figures: bench/README.md). The new token is
     real and sees itself, so a row always has a key: no NaN to clear, unlike ``fused_attention``'s
     padded prompt rows.
     """
@@ -419,15 +417,12 @@ def not_on_the_model(guards) -> list[bool]:
 
 # Inductor's settings for compile="max-autotune" on a CPU: time its C++ GEMM template against ATen's
 # kernels for each matrix (max_autotune, CPP and ATEN), on weights packed once into the kernel's layout,
-# which needs them frozen into the graph as constants (freezing). Measured on the 2-core development
-# machine, SmolLM2-135M: 42.65 tokens/s against 20.39 for the eager fast path (bench/README.md).
-# Applied with torch._inductor.config.patch around the call: given to torch.compile as options=, they
-# were not applied (observed: nothing autotuned). Two more cut the time between the products: the
-# graph's kernels called from generated C++ rather than a generated Python function (cpp_wrapper), and
-# SwiGLU's gate and up products, which read the same row, done as one product over both frozen matrices
-# (cpp.enable_concat_linear, off by default on CPU). Measured on the Intel Xeon of bench/README.md,
-# SmolLM2, 7 interleaved rounds in one process: 36.74 tokens/s without either, 37.98 with cpp_wrapper,
-# 39.13 with both (same tokens; warm-up about 30 s longer).
+# which needs them frozen into the graph as constants (freezing). Applied with
+# torch._inductor.config.patch around the call: given to torch.compile as options=, they are not applied
+# (nothing is autotuned). Two more cut the time between the products: the graph's kernels called from
+# generated C++ rather than a generated Python function (cpp_wrapper), and SwiGLU's gate and up products,
+# which read the same row, done as one product over both frozen matrices (cpp.enable_concat_linear, off by
+# default on CPU). What each setting gains, measured: bench/README.md.
 AUTOTUNE_OPTIONS = {"max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN", "freezing": True,
                     "cpp_wrapper": True, "cpp.enable_concat_linear": True}
 
