@@ -19,6 +19,7 @@ import hashlib
 import math
 import os
 import platform
+import sys
 import time
 import types
 import warnings
@@ -268,6 +269,7 @@ class Prepared:
         else:
             self.layers = torch.compile(run_layers, dynamic=True) if compile else run_layers
         self.compiled = bool(compile)
+        self.warmed_up = set()  # the graphs compiled so far: "the prompt", "the one-token step"
 
     def new_cache(self) -> StaticCache:
         # With fixed shapes the buffers are kept from one generation to the next (one window per batch
@@ -284,16 +286,34 @@ class Prepared:
         if not self.compiled or (self.fixed_shapes and not (cache is not None and cache.whole_window)):
             return run_layers(self.runner, *args)
         try:
-            if not self.autotuned:
-                return self.layers(self.graph_model, *args)
-            with self.inductor_settings:
-                return self.layers(self.graph_model, *args)
+            return self.warm_up_or_call(args)
         except Exception as error:  # no C++ compiler, an unsupported platform...: run eagerly instead
             # (a bug of our own would fail the eager call below too, so it is not hidden)
             warnings.warn(f"torch.compile failed ({type(error).__name__}: {str(error)[:200]}); "
                           "the fast path runs eagerly (same tokens, without the compiler's gain)", stacklevel=2)
             self.compiled = False
             return run_layers(self.runner, *args)
+
+    def compiled_call(self, args):
+        if not self.autotuned:
+            return self.layers(self.graph_model, *args)
+        with self.inductor_settings:
+            return self.layers(self.graph_model, *args)
+
+    def warm_up_or_call(self, args):
+        """The compiled layers' call; the first call of each graph compiles it, which takes seconds to
+        minutes on a CPU: one line on stderr as it starts and one when it is done, so a learner sees why."""
+        graph = "the one-token step" if args[0].shape[1] == 1 else "the prompt"
+        if graph in self.warmed_up:
+            return self.compiled_call(args)
+        wait = "minutes: the compiler times its kernels" if self.autotuned else "up to a minute or two"
+        print(f"nexttoken.fast: compiling {graph}'s graph ({wait})...", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        logits = self.compiled_call(args)
+        self.warmed_up.add(graph)
+        print(f"nexttoken.fast: {graph}'s graph compiled in {time.perf_counter() - start:.0f} s",
+              file=sys.stderr, flush=True)
+        return logits
 
 
 def autotune_cache_dir() -> str:
@@ -444,11 +464,11 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     machines; ``True`` requires it, ``False`` keeps ``nn.Linear``'s own (MKL on x86 CPUs, cuBLAS on
     CUDA). ``prepared.linear`` says which one runs.
 
-    ``compile=True`` runs the layers through ``torch.compile`` (needs a C++ compiler on CPU): the first
-    call compiles them (a minute or two for SmolLM2 on 2 cores); where compiling fails, it warns and runs
-    eagerly. Its floats may differ from the eager ones in the last bits (fused kernels), so a near-tie
-    could pick another token: the tests check its tokens on small models, the benchmark on GPT-2 and
-    SmolLM2, where it gave the plain loop's.
+    ``compile=True`` runs the layers through ``torch.compile`` (needs a C++ compiler on CPU): the first call
+    compiles them (a minute or two for SmolLM2 on 2 cores; a line on stderr as each graph's compile starts
+    and ends); where compiling fails, it warns and runs eagerly. Its floats may differ from the eager ones
+    in the last bits (fused kernels), so a near-tie could pick another token: the tests check its tokens on
+    small models, the benchmark on GPT-2 and SmolLM2, where it gave the plain loop's.
 
     ``compile="max-autotune"`` also lets the compiler pick each product's kernel by timing its own C++
     matrix kernels against the libraries', makes a SwiGLU's gate and up products one, calls the

@@ -1,6 +1,7 @@
 """nexttoken.fast.prepare: the fast path gives the plain loop's tokens (no timing here: see bench/)."""
 
 import random
+import re
 import time
 import warnings
 
@@ -411,9 +412,10 @@ def counting_compile(counter):
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
 @pytest.mark.parametrize("fixed_shapes", [False, True], ids=["growing", "fixed"])
 @pytest.mark.parametrize("compile", [True, "max-autotune"])
-def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed_shapes, compile):
+def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, capsys, fixed_shapes, compile):
     """Dynamic shapes (the default): one graph for the prompt, one for every step; fixed shapes: one
-    graph, the step's (the prompt runs eagerly), also for a second generation on the kept buffers."""
+    graph, the step's (the prompt runs eagerly), also for a second generation on the kept buffers.
+    Each graph's warm-up says so on stderr as it starts and when it is done (a line a phase)."""
     from torch._dynamo.testing import CompileCounter
 
     torch._dynamo.reset()
@@ -425,6 +427,11 @@ def test_a_compiled_step_is_compiled_once_not_once_per_length(monkeypatch, fixed
     assert fast.generate(ids, 10).tolist() == generate(model, ids, 10).tolist()
     assert fast.compiled
     assert counter.frame_count == (1 if fixed_shapes else 2)
+    graphs = ["the one-token step"] if fixed_shapes else ["the prompt", "the one-token step"]
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("'s graph")[0] for line in lines] == [f"nexttoken.fast: {verb}{g}" for g in graphs
+                                                            for verb in ("compiling ", "")]
+    assert all(re.search(r"compiled in \d+ s$", line) for line in lines[1::2])
     if fixed_shapes:
         other = torch.tensor([[2, 8, 1, 8, 2, 8]])  # another prompt length, the same step shapes
         assert fast.generate(other, 6).tolist() == generate(model, other, 6).tolist()
