@@ -13,17 +13,16 @@ import torch
 
 import nexttoken
 from nexttoken.exercises import CHAPTERS, chapter, solutions
-from nexttoken.grading import sandbox, sandboxed_exercises
+from nexttoken.grading import sandbox
 from nexttoken.grading.orders import library_names, work_order
-from nexttoken.grading.wire import pack_order, unpack_order
 from nexttoken.model import Decoder
+from nexttoken.recorder import stand_in
+from nexttoken.recorder.wire import pack_order, unpack_order
 
 PACKAGE = Path(nexttoken.__file__).parent
-# What runs inside the sandbox, and the modules of nexttoken it may import.
-INSIDE = ["exercises/calling.py", "exercises/watches.py", "grading/recorder.py", "grading/wire.py"]
-INSIDE_MAY_IMPORT = {"nexttoken.exercises", "nexttoken.exercises.calling", "nexttoken.exercises.watches",
-                     "nexttoken.grading", "nexttoken.grading.wire", "nexttoken.grading.recorder",
-                     "nexttoken.model"}
+# What runs inside the sandbox: the recorder package, which may import itself and the lesson's library.
+INSIDE = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "recorder").glob("*.py"))
+OUTSIDE = ("nexttoken.exercises", "nexttoken.grading", "nexttoken.training")
 
 
 def nexttoken_imports(path: Path) -> set[str]:
@@ -47,9 +46,9 @@ def nexttoken_imports(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("name", INSIDE)
-def test_the_inside_imports_only_the_library_and_the_wire(name):
+def test_the_inside_imports_only_the_library_and_itself(name):
     imported = nexttoken_imports(PACKAGE / name)
-    assert imported <= INSIDE_MAY_IMPORT, imported - INSIDE_MAY_IMPORT
+    assert not {m for m in imported if m.startswith(OUTSIDE)}, imported
 
 
 def test_the_exercises_never_import_the_grader():
@@ -59,21 +58,21 @@ def test_the_exercises_never_import_the_grader():
 
 def test_every_judging_file_of_the_exercises_is_hidden_in_the_sandbox():
     """A file added to nexttoken/exercises/ is hidden in the sandbox unless it is one of the calling half's."""
-    calling_half = {"__init__.py", "calling.py", "watches.py"}
+    calling_half = {"__init__.py"}
     present = {p.name for p in (PACKAGE / "exercises").iterdir() if p.is_file()}
     assert present - calling_half <= set(sandbox.JUDGING_FILES), present - calling_half - set(sandbox.JUDGING_FILES)
     files, folders, init = sandbox.hidden_files()
     assert {Path(f).name for f in files} == present - calling_half
     assert init == str(PACKAGE / "exercises" / "__init__.py")
-    assert sandboxed_exercises.CHAPTERS == CHAPTERS
+    assert stand_in.CHAPTERS == CHAPTERS
 
 
 def test_the_sandboxed_exercises_module_has_no_tasks():
-    stub = sandboxed_exercises.__getattr__("ch02")
+    stub = stand_in.__getattr__("ch02")
     assert stub.q1.check(print) is None and stub.q1.failing_input() is None
     assert stub.q1.reference(3) is None  # an alias of "the reference" is a function that returns None
     with pytest.raises(AttributeError):
-        sandboxed_exercises.__getattr__("held_out")
+        stand_in.__getattr__("held_out")
 
 
 def same(a, b) -> bool:
@@ -113,8 +112,8 @@ def test_the_work_order_carries_the_inputs_the_judge_uses(name, held_out):
 def test_the_solutions_pass_on_the_inputs_that_crossed(name):
     """The calling half on the order's inputs, the judging half on the judge's own: the solutions pass."""
     module, answers = chapter(name), solutions(name)
-    from nexttoken.exercises.calling import run_on
-    from nexttoken.exercises.watches import WATCHES
+    from nexttoken.recorder.calling import run_on
+    from nexttoken.recorder.watches import WATCHES
 
     order = unpack_order(work_order(name, module.TASKS, held_out=True))
     for sent in order["tasks"]:
@@ -147,7 +146,7 @@ def test_a_sandbox_without_generate_replaces_its_file_and_hides_its_compiled_cop
 
 
 def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
-    from nexttoken.exercises.calling import RULE
+    from nexttoken.recorder.calling import RULE
     from nexttoken.grading.runner import first_tasks, generate_rule
 
     module = chapter("ch05")

@@ -64,7 +64,7 @@ def graded(tmp_path_factory):
         "alias_import.ipynb": [HEADER, "from nexttoken.exercises.ch02 import q1\ncausal_mask = q1.reference\n",
                                *OTHERS],
         # The calling half's code swapped in place (f.__code__ = ...), from an assignment that runs.
-        "code_swap.ipynb": [HEADER, "import nexttoken.exercises.calling as calling\n"
+        "code_swap.ipynb": [HEADER, "import nexttoken.recorder.calling as calling\n"
                                     "_swap = setattr(calling.changed_argument, '__code__', (lambda *a: None).__code__)\n",
                             "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
     }

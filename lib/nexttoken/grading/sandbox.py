@@ -422,7 +422,7 @@ def can_run_as(uid: int, limits: Limits) -> bool:
     exactly as a run without bubblewrap starts it."""
     try:
         done = subprocess.run(drop_to(uid) + prlimit_args(limits)
-                              + [sys.executable, "-c", "import nexttoken.grading.recorder"],
+                              + [sys.executable, "-c", "import nexttoken.recorder.main"],
                               env=minimal_env("/tmp", "/tmp"), cwd="/", capture_output=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -520,9 +520,8 @@ JUDGING_FILES = ("task.py", "feedback.py", "generated.py", "common.py", "held_ou
 
 def hidden_files() -> tuple[list[str], list[str], str | None]:
     """What the sandbox hides of the package: (files that read as empty there, folders that are empty there,
-    the ``nexttoken.exercises`` package's ``__init__.py``, which reads as ``sandboxed_exercises.py``
-    there). The judging half of the exercises lives in those files: the submission runs beside the
-    calling half only. The folders are the compiled copies (``__pycache__``) of those files."""
+    the ``nexttoken.exercises`` package's ``__init__.py``, which reads as ``recorder/stand_in.py``
+    there). The judging half of the exercises lives in those files. The folders are the compiled copies (``__pycache__``) of those files."""
     import importlib
 
     import nexttoken
@@ -630,7 +629,7 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | 
     for hidden in folders:
         cmd += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
     if init is not None:
-        cmd += ["--ro-bind", str(Path(__file__).with_name("sandboxed_exercises.py")), init]
+        cmd += ["--ro-bind", str(Path(__file__).parent.parent / "recorder" / "stand_in.py"), init]
     if generate_fd is not None:
         source, compiled = generate_files()
         cmd += ["--perms", "0644", "--ro-bind-data", str(generate_fd), source]
@@ -675,7 +674,7 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
     except SandboxError as exc:
         return str(exc)
     try:
-        probe = [sys.executable, "-c", "import nexttoken.exercises.calling, nexttoken.grading.recorder"]
+        probe = [sys.executable, "-c", "import nexttoken.recorder.main"]
         cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
         result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired:
