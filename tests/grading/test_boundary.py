@@ -20,9 +20,10 @@ from nexttoken.recorder import stand_in
 from nexttoken.recorder.wire import pack_order, unpack_order
 
 PACKAGE = Path(nexttoken.__file__).parent
-# What runs inside the sandbox: the recorder package, which may import itself and the lesson's library.
-INSIDE = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / "recorder").glob("*.py"))
-OUTSIDE = ("nexttoken.exercises", "nexttoken.grading", "nexttoken.training")
+# What runs inside the sandbox (the recorder package) and the library it may import: the allow-list's.
+INSIDE = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / sandbox.INSIDE).glob("*.py"))
+LIBRARY = sorted(name for name in sandbox.LIBRARY if name.endswith(".py"))
+LIBRARY_MODULES = {"nexttoken"} | {f"nexttoken.{name[:-3]}" for name in LIBRARY}
 
 
 def nexttoken_imports(path: Path) -> set[str]:
@@ -47,8 +48,14 @@ def nexttoken_imports(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("name", INSIDE)
 def test_the_inside_imports_only_the_library_and_itself(name):
+    imported = {m for m in nexttoken_imports(PACKAGE / name) if not m.startswith("nexttoken.recorder")}
+    assert imported <= LIBRARY_MODULES, imported - LIBRARY_MODULES
+
+
+@pytest.mark.parametrize("name", LIBRARY)
+def test_the_library_never_imports_the_exercises_or_the_grader(name):
     imported = nexttoken_imports(PACKAGE / name)
-    assert not {m for m in imported if m.startswith(OUTSIDE)}, imported
+    assert not {m for m in imported if m.startswith(("nexttoken.exercises", "nexttoken.grading"))}, imported
 
 
 def test_the_exercises_never_import_the_grader():
@@ -56,15 +63,36 @@ def test_the_exercises_never_import_the_grader():
         assert not any(m.startswith("nexttoken.grading") for m in nexttoken_imports(path)), path.name
 
 
-def test_every_judging_file_of_the_exercises_is_hidden_in_the_sandbox():
-    """A file added to nexttoken/exercises/ is hidden in the sandbox unless it is one of the calling half's."""
-    calling_half = {"__init__.py"}
-    present = {p.name for p in (PACKAGE / "exercises").iterdir() if p.is_file()}
-    assert present - calling_half <= set(sandbox.JUDGING_FILES), present - calling_half - set(sandbox.JUDGING_FILES)
-    files, folders, init = sandbox.hidden_files()
-    assert {Path(f).name for f in files} == present - calling_half
-    assert init == str(PACKAGE / "exercises" / "__init__.py")
+def test_the_sandbox_shows_the_allow_list_and_nothing_of_the_exercises_or_the_grader(tmp_path):
+    """A package laid out as nexttoken is, with a file added to exercises/ and grading/ that no list names:
+    the sandbox shows neither, nor anything else of those folders; the stand-in is nexttoken.exercises."""
+    package = tmp_path / "nexttoken"
+    for name in [*sandbox.LIBRARY, "exercises/ch02.py", "exercises/new.py", "grading/new.py", "training/x.py",
+                 "recorder/main.py", "recorder/stand_in.py", "__pycache__/model.cpython-311.pyc",
+                 "__pycache__/grade.cpython-311.pyc", "exercises/__pycache__/ch02.cpython-311.pyc"]:
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).touch()
+    shown = {place: source for source, place in sandbox.shown(package)}  # where it appears: what it is
+    assert shown.pop(str(package / "exercises" / "__init__.py")) == str(package / "recorder" / "stand_in.py")
+    assert {Path(p).relative_to(package).parts[0] for p in shown} == set(sandbox.SHOWN) | {"__pycache__"}
+    assert str(package / "__pycache__" / "model.cpython-311.pyc") in shown
+    assert not any(Path(p).name.startswith("grade") for p in shown)
+    assert not any(p.startswith((str(package / "exercises"), str(package / "grading"))) for p in shown.values())
+    assert {p.name for p in sandbox.hidden(package)} == {"exercises", "grading", "training"}
+    assert str(package / "generate.py") not in {place for _, place in sandbox.shown(package, generate=False)}
     assert stand_in.CHAPTERS == CHAPTERS
+
+
+def test_the_sandbox_command_binds_the_allow_list_into_an_empty_package(monkeypatch):
+    package = sandbox.package_folder()
+    monkeypatch.setattr(sandbox, "_python_roots", lambda: [str(package.parent)])
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
+    cmd = sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4)
+    empty = cmd.index("--tmpfs", cmd.index(str(package.parent)))
+    done = cmd.index("--remount-ro", empty)
+    assert cmd[empty + 1] == str(package) and cmd[done + 1] == str(package)
+    binds = [cmd[i + 1] for i in range(empty, done) if cmd[i] == "--ro-bind"]
+    assert binds == [source for source, _ in sandbox.shown(package)]
 
 
 def test_the_sandboxed_exercises_module_has_no_tasks():
@@ -133,15 +161,15 @@ def test_library_names_resolve_to_the_library():
     assert "nexttoken.generate:generate" in library_names(chapter("ch06").q5)
 
 
-def test_a_sandbox_without_generate_replaces_its_file_and_hides_its_compiled_copies(monkeypatch):
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
-    monkeypatch.setattr(sandbox, "generate_files",
-                        lambda: ("/pkg/nexttoken/generate.py", ["/pkg/nexttoken/__pycache__/generate.cpython-311.pyc"]))
+def test_a_sandbox_without_generate_replaces_its_file_and_shows_no_compiled_copy(monkeypatch):
+    package = sandbox.package_folder()
+    monkeypatch.setattr(sandbox, "_python_roots", lambda: [str(package.parent)])
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
     cmd = sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4, generate_fd=7)
     at = cmd.index("--ro-bind-data")
-    assert cmd[at - 2:at + 3] == ["--perms", "0644", "--ro-bind-data", "7", "/pkg/nexttoken/generate.py"]
-    assert ["--ro-bind", "/dev/null", "/pkg/nexttoken/__pycache__/generate.cpython-311.pyc"] == cmd[at + 3:at + 6]
+    assert cmd[at - 2:at + 3] == ["--perms", "0644", "--ro-bind-data", "7", str(package / "generate.py")]
+    assert not any(a.startswith(str(package / "__pycache__" / "generate.")) for a in cmd)
+    assert cmd.count(str(package / "generate.py")) == 1
     assert "--ro-bind-data" not in sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4)
 
 

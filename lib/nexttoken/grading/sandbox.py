@@ -1,11 +1,12 @@
 """Run one submission's code in a bubblewrap sandbox with resource limits.
 
 Isolation comes from bubblewrap (``bwrap``, Debian/Ubuntu package ``bubblewrap``), never from the grader's
-good behaviour: the sandboxed process sees the system, the Python installation and the ``nexttoken``
-package read-only, less the judging half of the exercises (tasks, references, held-out inputs, solutions:
-``hidden_files``); its own notebook copy in a private ``/submission``; a private ``/tmp`` and ``HOME``
-(small tmpfs that vanish with it); no network; its own PID namespace (it cannot see the grader, other
-submissions or their processes), and it dies with the grader. When the sandbox's first process exits, the
+good behaviour: the sandboxed process sees the system and the Python installation read-only, and of the
+``nexttoken`` package only the allow-list (``SHOWN``: the lesson's library and the recorder; never the
+exercises' tasks, references, held-out inputs or solutions, nor the grader); its own notebook copy in a
+private ``/submission``; a private ``/tmp`` and ``HOME`` (small tmpfs that vanish with it); no network;
+its own PID namespace (it cannot see the grader, other submissions or their processes), and it dies with
+the grader. When the sandbox's first process exits, the
 kernel kills everything else in its PID namespace, so nothing it started outlives it.
 
 Limits (util-linux ``prlimit``) apply per process: address space, processes+threads, file size, CPU time.
@@ -510,33 +511,57 @@ def _python_roots() -> list[str]:
     return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
 
 
-# The files of nexttoken.exercises that judge (tasks, references, known mistakes, held-out inputs, the
-# solutions, the stored examples, the explanations' rubrics and model answers): hidden in the sandbox,
-# where only calling.py and watches.py are needed.
-JUDGING_FILES = ("task.py", "feedback.py", "generated.py", "common.py", "held_out.py", "ch01.py", "ch02.py", "ch03.py", "ch04.py", "ch05.py",
-                 "ch06.py", "ch07.py", "solutions.json", "cases.json", "explanations.py",
-                 "explanations.json")
+# The allow-list: what a sandbox shows of the nexttoken package, defined here once (the bwrap command,
+# scripts/gradescope/setup.sh and tests/grading/test_boundary.py read it). The lesson's library, which a
+# notebook imports, and the recorder, which runs beside it; nothing else of the package is there, whatever
+# files it holds: not exercises/ (tasks, references, held-out inputs, solutions) nor grading/, training/ or
+# the command-line wrappers. Of the compiled copies (__pycache__), only those of the files shown.
+# ``nexttoken.exercises`` is there as the recorder's stand-in (STAND_IN), a package with no task in it.
+# (A student's wheel is another list: it keeps the exercises and lacks the solutions and held-out inputs,
+# scripts/build_student_package.py's WITHHELD.)
+LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast.py", "generate.py", "hf.py", "model.py",
+           "plots.py", "pretrained.py", "smollm2.py", "timing.py", "tokenizer.py", "assets", "pretrained")
+INSIDE = "recorder"  # the package nexttoken.recorder
+SHOWN = LIBRARY + (INSIDE,)
+STAND_IN = ("recorder/stand_in.py", "exercises/__init__.py")  # (the file, where the sandbox shows it)
 
 
-def hidden_files() -> tuple[list[str], list[str], str | None]:
-    """What the sandbox hides of the package: (files that read as empty there, folders that are empty there,
-    the ``nexttoken.exercises`` package's ``__init__.py``, which reads as ``recorder/stand_in.py``
-    there). The judging half of the exercises lives in those files. The folders are the compiled copies (``__pycache__``) of those files."""
-    import importlib
-
+def package_folder() -> Path:
     import nexttoken
 
-    exercises = Path(nexttoken.__file__).resolve().parent / "exercises"
-    for name in JUDGING_FILES:  # compiled now, if they ever are, so that their __pycache__ exists to hide
-        if name.endswith(".py") and (exercises / name).is_file():
-            try:
-                importlib.import_module(f"nexttoken.exercises.{name[:-3]}")
-            except ImportError:  # held_out.py in a student build
-                pass
-    files = [str(exercises / name) for name in JUDGING_FILES if (exercises / name).is_file()]
-    folders = [str(exercises / "__pycache__")] if (exercises / "__pycache__").is_dir() else []
-    init = exercises / "__init__.py"
-    return files, folders, str(init) if init.is_file() else None
+    return Path(nexttoken.__file__).resolve().parent
+
+
+def shown(package: Path, generate: bool = True) -> list[tuple[str, str]]:
+    """What a sandbox shows of ``package`` (the allow-list): (file or folder, where it appears) pairs.
+    Without ``generate`` neither ``generate.py`` nor its compiled copies are there (``without_generate``
+    stands in for them)."""
+    names = [name for name in SHOWN if (package / name).exists() and (generate or name != "generate.py")]
+    pairs = [(str(package / name), str(package / name)) for name in names]
+    for name in (n for n in names if n.endswith(".py")):
+        pairs += [(str(p), str(p)) for p in sorted((package / "__pycache__").glob(f"{name[:-3]}.*.pyc"))]
+    source, place = STAND_IN
+    return pairs + [(str(package / source), str(package / place))]
+
+
+def hidden(package: Path) -> list[Path]:
+    """What of ``package`` is not on the allow-list (its compiled copies aside), for a container that runs
+    the submission without a sandbox to make root's alone (scripts/gradescope/setup.sh)."""
+    return sorted(p for p in package.iterdir() if p.name not in SHOWN and p.name != "__pycache__")
+
+
+def _package_binds(package: Path, generate_fd: int | None) -> list[str]:
+    """bwrap's arguments that show only the allow-list of ``package``: an empty read-only folder in its place,
+    with what is shown bound into it (``generate_fd``, where given, holds the ``generate.py`` shown
+    instead of the library's)."""
+    args = ["--perms", "0755", "--size", "65536", "--tmpfs", str(package)]
+    for folder in sorted({str(Path(place).parent) for _, place in shown(package)} - {str(package)}):
+        args += ["--perms", "0755", "--dir", folder]
+    for source, place in shown(package, generate=generate_fd is None):
+        args += ["--ro-bind", source, place]
+    if generate_fd is not None:
+        args += ["--perms", "0644", "--ro-bind-data", str(generate_fd), str(package / "generate.py")]
+    return args + ["--remount-ro", str(package)]
 
 
 def without_generate(message: str) -> bytes:
@@ -546,21 +571,12 @@ def without_generate(message: str) -> bytes:
     process to call, save beforehand, reload or read: neither the file nor its compiled copy has it."""
     import ast
 
-    source, _ = generate_files()
-    tree = ast.parse(Path(source).read_text())
+    tree = ast.parse((package_folder() / "generate.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "generate":
             node.body = [ast.Raise(exc=ast.Call(func=ast.Name("RuntimeError", ast.Load()),
                                                 args=[ast.Constant(message)], keywords=[]), cause=None)]
     return ast.unparse(ast.fix_missing_locations(tree)).encode()
-
-
-def generate_files() -> tuple[str, list[str]]:
-    """The library's ``generate.py`` and its compiled copies (what ``without_generate`` stands in for)."""
-    import nexttoken  # noqa: F401 (its generate module, by name: nexttoken.generate is the function)
-
-    path = Path(sys.modules["nexttoken.generate"].__file__).resolve()
-    return str(path), sorted(str(p) for p in (path.parent / "__pycache__").glob("generate.*.pyc"))
 
 
 def _system_binds() -> list[str]:
@@ -621,20 +637,12 @@ def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | 
     # After the tmpfs mounts, which would otherwise hide a virtual environment or a checkout that lives
     # under /tmp (bwrap applies its mounts in order): the Python installation and the package, read-only.
     made: set = {"/tmp", "/home"}
-    for root in _python_roots():
+    roots = _python_roots()
+    for root in roots:
         cmd += _mkdirs(root, made) + ["--ro-bind", root, root]
-    files, folders, init = hidden_files()  # the judging half of the exercises: not in the sandbox
-    for hidden in files:
-        cmd += ["--ro-bind", "/dev/null", hidden]
-    for hidden in folders:
-        cmd += ["--size", "4096", "--tmpfs", hidden, "--remount-ro", hidden]
-    if init is not None:
-        cmd += ["--ro-bind", str(Path(__file__).parent.parent / "recorder" / "stand_in.py"), init]
-    if generate_fd is not None:
-        source, compiled = generate_files()
-        cmd += ["--perms", "0644", "--ro-bind-data", str(generate_fd), source]
-        for hidden in compiled:
-            cmd += ["--ro-bind", "/dev/null", hidden]
+    package = package_folder()
+    if any(str(package).startswith(root + os.sep) for root in roots):  # of the package, the allow-list only
+        cmd += _package_binds(package, generate_fd)
     cmd += ["--chdir", SCRATCH, "--hostname", "sandbox",
             "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv"]
