@@ -33,7 +33,7 @@ ATTENTION_LAYER = -1  # the last block: whose attention row the page shows
 
 
 class LogitsAndAttention(torch.nn.Module):
-    """The decoder's forward pass on checked arguments (``Decoder.run``; the checks in ``forward``
+    """The decoder's forward pass on checked arguments (``Decoder.forward_unchecked``; the checks in ``forward``
     look at the ids' values, which an exported graph cannot do), and one layer's last attention row."""
 
     def __init__(self, model: nexttoken.Decoder):
@@ -41,7 +41,7 @@ class LogitsAndAttention(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids):
-        logits, attention = self.model.run(input_ids, return_attention=True)
+        logits, attention = self.model.forward_unchecked(input_ids, return_attention=True)
         return logits, attention[ATTENTION_LAYER][:, :, -1, :]  # (1, heads, T): the last query's row
 
 

@@ -190,3 +190,17 @@ def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
     # every task that forbids it says the same rule: one generate.py serves them all
     rules = {generate_rule(getattr(chapter(c), t)) for c in CHAPTERS for t in chapter(c).TASKS} - {None}
     assert len(rules) == 1
+
+
+def test_importing_the_recorder_loads_no_optional_part_of_the_library():
+    """nexttoken imports fast, hf, smollm2 and pretrained when first asked for: a sandbox loads none of them,
+    nor registers fast's custom torch op."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, torch, nexttoken.recorder.main\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[-1] in ('fast', 'hf', 'smollm2', 'pretrained')))\n"
+             "print(hasattr(torch.ops.nexttoken, 'onednn_linear'))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.splitlines() == ["[]", "False"], done.stdout
+    assert nexttoken.fast.__name__ == "nexttoken.fast" and nexttoken.load_smollm2.__module__ == "nexttoken.smollm2"

@@ -103,11 +103,11 @@ def forbidding(rules: dict[str, str], args):
                     def refuse(*_, **__):
                         raise RuntimeError(message)
                     # model(x), model.forward(x), ...: every door in
-                    for name in ("forward", "forward_unchecked", "run"):
+                    for name in ("forward", "forward_unchecked"):
                         object.__setattr__(model, name, refuse)
                         undo.append(lambda m=model, n=name: object.__delattr__(m, n))
                 # and through the class (Decoder.forward(model, x)) or the function saved under another name:
-                # the class's own functions raise too (model.run is forward_unchecked)
+                # the class's own functions raise too
                 for function in (Decoder.forward, Decoder.forward_unchecked):
                     function = inspect.unwrap(function)
                     code, function.__code__ = function.__code__, _raising_code(message)
