@@ -12,7 +12,7 @@ apt-get install -y -q python3-pip
 python3 -m pip install -q "torch==TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
 python3 -m pip install -q "$(ls nexttoken-*.whl)[grade]"
 python3 - <<'PY'
-from nexttoken.grading.sandbox import hidden, package_folder
+from nexttoken.grading.sandbox.policy import hidden, package_folder
 package = package_folder()
 (package / "exercises" / "solutions.json").unlink(missing_ok=True)
 # What a sandbox never shows of the package (the exercises and the grader: the sandbox's allow-list, read

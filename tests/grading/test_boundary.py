@@ -14,6 +14,7 @@ import torch
 import nexttoken
 from nexttoken.exercises import CHAPTERS, chapter, solutions
 from nexttoken.grading import sandbox
+from nexttoken.grading.sandbox import policy
 from nexttoken.grading.orders import library_names, work_order
 from nexttoken.model import Decoder
 from nexttoken.recorder import stand_in
@@ -21,8 +22,8 @@ from nexttoken.recorder.wire import pack_order, unpack_order
 
 PACKAGE = Path(nexttoken.__file__).parent
 # What runs inside the sandbox (the recorder package) and the library it may import: the allow-list's.
-INSIDE = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / sandbox.INSIDE).glob("*.py"))
-LIBRARY = sorted(name for name in sandbox.LIBRARY if name.endswith(".py"))
+INSIDE = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / policy.INSIDE).glob("*.py"))
+LIBRARY = sorted(name for name in policy.LIBRARY if name.endswith(".py"))
 LIBRARY_MODULES = {"nexttoken"} | {f"nexttoken.{name[:-3]}" for name in LIBRARY}
 
 
@@ -67,32 +68,32 @@ def test_the_sandbox_shows_the_allow_list_and_nothing_of_the_exercises_or_the_gr
     """A package laid out as nexttoken is, with a file added to exercises/ and grading/ that no list names:
     the sandbox shows neither, nor anything else of those folders; the stand-in is nexttoken.exercises."""
     package = tmp_path / "nexttoken"
-    for name in [*sandbox.LIBRARY, "exercises/ch02.py", "exercises/new.py", "grading/new.py", "training/x.py",
+    for name in [*policy.LIBRARY, "exercises/ch02.py", "exercises/new.py", "grading/new.py", "training/x.py",
                  "recorder/main.py", "recorder/stand_in.py", "__pycache__/model.cpython-311.pyc",
                  "__pycache__/grade.cpython-311.pyc", "exercises/__pycache__/ch02.cpython-311.pyc"]:
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).touch()
-    shown = {place: source for source, place in sandbox.shown(package)}  # where it appears: what it is
+    shown = {place: source for source, place in policy.shown(package)}  # where it appears: what it is
     assert shown.pop(str(package / "exercises" / "__init__.py")) == str(package / "recorder" / "stand_in.py")
-    assert {Path(p).relative_to(package).parts[0] for p in shown} == set(sandbox.SHOWN) | {"__pycache__"}
+    assert {Path(p).relative_to(package).parts[0] for p in shown} == set(policy.SHOWN) | {"__pycache__"}
     assert str(package / "__pycache__" / "model.cpython-311.pyc") in shown
     assert not any(Path(p).name.startswith("grade") for p in shown)
     assert not any(p.startswith((str(package / "exercises"), str(package / "grading"))) for p in shown.values())
-    assert {p.name for p in sandbox.hidden(package)} == {"exercises", "grading", "training"}
-    assert str(package / "generate.py") not in {place for _, place in sandbox.shown(package, generate=False)}
+    assert {p.name for p in policy.hidden(package)} == {"exercises", "grading", "training"}
+    assert str(package / "generate.py") not in {place for _, place in policy.shown(package, generate=False)}
     assert stand_in.CHAPTERS == CHAPTERS
 
 
 def test_the_sandbox_command_binds_the_allow_list_into_an_empty_package(monkeypatch):
-    package = sandbox.package_folder()
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [str(package.parent)])
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
+    package = policy.package_folder()
+    monkeypatch.setattr(policy, "python_roots", lambda: [str(package.parent)])
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
     cmd = sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4)
     empty = cmd.index("--tmpfs", cmd.index(str(package.parent)))
     done = cmd.index("--remount-ro", empty)
     assert cmd[empty + 1] == str(package) and cmd[done + 1] == str(package)
     binds = [cmd[i + 1] for i in range(empty, done) if cmd[i] == "--ro-bind"]
-    assert binds == [source for source, _ in sandbox.shown(package)]
+    assert binds == [source for source, _ in policy.shown(package)]
 
 
 def test_the_sandboxed_exercises_module_has_no_tasks():
@@ -162,9 +163,9 @@ def test_library_names_resolve_to_the_library():
 
 
 def test_a_sandbox_without_generate_replaces_its_file_and_shows_no_compiled_copy(monkeypatch):
-    package = sandbox.package_folder()
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [str(package.parent)])
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
+    package = policy.package_folder()
+    monkeypatch.setattr(policy, "python_roots", lambda: [str(package.parent)])
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
     cmd = sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4, generate_fd=7)
     at = cmd.index("--ro-bind-data")
     assert cmd[at - 2:at + 3] == ["--perms", "0644", "--ro-bind-data", "7", str(package / "generate.py")]
@@ -182,7 +183,7 @@ def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
     assert message.startswith(RULE) and generate_rule(module.q1) is None
     assert "q2" not in first_tasks("ch05") and "q1" in first_tasks("ch05")
     space: dict = {"__name__": "nexttoken.generate", "__package__": "nexttoken"}
-    exec(compile(sandbox.without_generate(message), "generate.py", "exec"), space)
+    exec(compile(policy.without_generate(message), "generate.py", "exec"), space)
     assert {"greedy", "sample", "temperature"} <= set(space)
     with pytest.raises(RuntimeError) as raised:
         space["generate"](None, None, 1)

@@ -14,8 +14,8 @@ line with its length in bytes, then the order itself. The order names each task'
 test inputs as data (the held-out ones among them, unnamed), its rules and its check of how by name
 (``calling``, ``watches``). Nothing in this process can judge an output: the tasks' references, known
 mistakes, held-out names and solutions are not in the sandbox, which shows only the lesson's library and
-this package (``nexttoken.grading.policy``), and this package imports only the lesson's library. No order (the grader
-closed the input: another chapter than the assignment's) and it ends.
+this package (``nexttoken.grading.sandbox.policy``), and this package imports only the lesson's library. No
+order (the grader closed the input: another chapter than the assignment's) and it ends.
 
 Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class`` and
 assignments to plain names; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches),

@@ -1,5 +1,5 @@
 """What ``nexttoken.exercises`` is inside the grader's sandbox: the sandbox shows this file as that package's
-``__init__.py`` and nothing else of the package (``nexttoken.grading.policy``), so ``import
+``__init__.py`` and nothing else of the package (``nexttoken.grading.sandbox.policy``), so ``import
 nexttoken.exercises.ch02`` fails there. A notebook's ``from nexttoken.exercises import ch02`` still imports,
 and a leftover ``ch02.q1.hint()`` or ``args = ch02.q1.failing_input()`` does nothing, but no task is there:
 no reference, no known mistake, no held-out input or solution.
