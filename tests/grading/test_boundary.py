@@ -96,7 +96,7 @@ def test_the_sandbox_command_binds_the_allow_list_into_an_empty_package(monkeypa
     assert binds == [source for source, _ in policy.shown(package)]
 
 
-def test_the_sandboxed_exercises_module_has_no_tasks():
+def test_the_stand_in_for_the_exercises_has_no_tasks():
     stub = stand_in.__getattr__("ch02")
     assert stub.q1.check(print) is None and stub.q1.failing_input() is None
     assert stub.q1.reference(3) is None  # an alias of "the reference" is a function that returns None
