@@ -43,6 +43,7 @@ everyone else safe, and the judging outside keeps the answers out of reach.
 """
 
 import argparse
+import builtins
 import json
 import os
 import sys
@@ -97,7 +98,6 @@ _MISSING = object()
 def recorder_parts():
     """A function listing (label, object) for every part of the recorder a learner's code could replace
     to change what gets recorded: compared by identity before and after their code runs."""
-    import builtins
     import types
 
     import torch
@@ -189,7 +189,7 @@ def read_submission(path: str, chapter: str, send) -> dict:
 def run_definitions(cells: list[str], skip: set[int], send) -> dict:
     """The namespace the cells' definitions make, each cell announced first and its error reported with the
     learner's cell number."""
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    namespace = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a notebook
     for number, source in enumerate(cells, start=1):
         if number in skip:
             continue
