@@ -13,6 +13,9 @@ environment does) instead of the full package. It leaves out:
   model answer, which the grader exports for the instructor to mark (the question itself is in the
   exercise notebook).
 
+This list is not the grader's sandbox's (``nexttoken.grading.sandbox.policy.SHOWN``, what a sandbox shows of the
+package: the lesson's library and the recorder, never the exercises): a student's wheel keeps the exercises,
+which ``qN.check`` needs, and lacks only what would give away the answers or the held-out inputs.
 Everything else is the same package, so every exercise notebook runs with it
 (tests/exercises/test_student_build.py). The wheel's version carries the local label ``+student``,
 so ``pip show nexttoken`` tells the two apart. The script checks the wheel's file list before it

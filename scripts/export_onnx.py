@@ -3,13 +3,13 @@
     .venv/bin/python scripts/export_onnx.py [--out _build/live/model.onnx]
 
 The graph takes ``input_ids`` int64 (1, T), 1 <= T <= context_length, and returns ``logits`` float32
-(1, T, vocab): the model's ``forward_unchecked`` on one row, no cache, no padding (what ``generate`` computes when it
+(1, T, vocab): the model's ``run`` on one row, no cache, no padding (what ``generate`` computes when it
 recomputes the window); and ``attention`` float32 (1, heads, T): the last position's attention weights
 in layer ``ATTENTION_LAYER`` (the page's attention view). To return the weights, every block runs the
 explicit attention of chapter 2 (``return_attention=True``) instead of the fused kernel: the same
-computation, equal up to float rounding (the tests hold the logits to nexttoken's within 1e-4). The live page
-(``live_loop.md``, ``live/live.js``) runs it in the browser with onnxruntime-web; the book's
-extension ``_ext/live_page.py`` runs this script at build time.
+computation, equal up to float rounding (the tests hold the logits to nexttoken's within 1e-4). The live
+page (``live_loop.md``, ``live/live.js``) runs it in the browser with onnxruntime-web; the book's extension
+``_ext/live_page.py`` runs this script at build time.
 
 The exporter is torch.onnx's dynamo exporter (``dynamo=True``, which needs ``onnx`` and ``onnxscript``).
 The shipped weights are stored in float16 and loaded as float32, so every weight is a float16 number:
@@ -34,8 +34,8 @@ ATTENTION_LAYER = -1  # the last block: whose attention row the page shows
 
 
 class LogitsAndAttention(torch.nn.Module):
-    """The decoder's forward pass on checked arguments (``Decoder.forward_unchecked``; the checks in
-    ``forward`` look at the ids' values, which an exported graph cannot do), and one layer's last attention row."""
+    """The decoder's forward pass on checked arguments (``Decoder.forward_unchecked``; the checks in ``forward``
+    look at the ids' values, which an exported graph cannot do), and one layer's last attention row."""
 
     def __init__(self, model: nexttoken.Decoder):
         super().__init__()

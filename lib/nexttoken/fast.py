@@ -279,8 +279,6 @@ class Prepared:
     def forward_unchecked(self, input_ids, attention_mask=None, *, cache: StaticCache | None = None):
         return fast_run(self.model, input_ids, attention_mask, cache, self.call_layers)
 
-    run = forward_unchecked  # the name Decoder's had until this release
-
     def call_layers(self, *args):
         cache = args[-1]
         if not self.compiled or (self.fixed_shapes and not (cache is not None and cache.whole_window)):

@@ -346,8 +346,6 @@ class Decoder(nn.Module):
         logits = self.lm_head(self.final_norm(x))
         return (logits, attention) if return_attention else logits
 
-    run = forward_unchecked  # its name until this release: kept so that code calling model.run still works
-
     def embed(self, input_ids: torch.Tensor, positions: torch.Tensor):
         """The residual stream's start (B, T, d_model) and the rotary angles (or None): token embeddings,
         plus the learned table's vector at each position, or, for rotary positions, the (cos, sin) that

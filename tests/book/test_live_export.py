@@ -120,7 +120,7 @@ def test_work_counts_are_torchs():
         return counter.get_total_flops() // 2  # a multiply-add is two FLOPs
 
     ids = torch.randint(0, model.config.vocab_size, (1, 20), generator=torch.Generator().manual_seed(0))
-    assert counted(lambda: model.run(ids, return_attention=True)) == macs(20, 20)
+    assert counted(lambda: model.forward_unchecked(ids, return_attention=True)) == macs(20, 20)
     cache = model.new_cache()
     with torch.no_grad():
         model.forward_unchecked(ids[:, :19], torch.ones(1, 19, dtype=torch.long), cache=cache)

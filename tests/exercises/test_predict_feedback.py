@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nexttoken.exercises import CHAPTERS, chapter
-from nexttoken.exercises.calling import copy_args
+from nexttoken.recorder.calling import copy_args
 from nexttoken.exercises.feedback import show
 from nexttoken.exercises.task import PREDICT_TRIES
 

@@ -13,17 +13,18 @@ import torch
 
 import nexttoken
 from nexttoken.exercises import CHAPTERS, chapter, solutions
-from nexttoken.grading import sandbox, sandboxed_exercises
+from nexttoken.grading import sandbox
+from nexttoken.grading.sandbox import policy
 from nexttoken.grading.orders import library_names, work_order
-from nexttoken.grading.wire import pack_order, unpack_order
 from nexttoken.model import Decoder
+from nexttoken.recorder import stand_in
+from nexttoken.recorder.wire import pack_order, unpack_order
 
 PACKAGE = Path(nexttoken.__file__).parent
-# What runs inside the sandbox, and the modules of nexttoken it may import.
-INSIDE = ["exercises/calling.py", "exercises/watches.py", "grading/recorder.py", "grading/wire.py"]
-INSIDE_MAY_IMPORT = {"nexttoken.exercises", "nexttoken.exercises.calling", "nexttoken.exercises.watches",
-                     "nexttoken.grading", "nexttoken.grading.wire", "nexttoken.grading.recorder",
-                     "nexttoken.model"}
+# What runs inside the sandbox (the recorder package) and the library it may import: the allow-list's.
+INSIDE = sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / policy.INSIDE).glob("*.py"))
+LIBRARY = sorted(name for name in policy.LIBRARY if name.endswith(".py"))
+LIBRARY_MODULES = {"nexttoken"} | {f"nexttoken.{name[:-3]}" for name in LIBRARY}
 
 
 def nexttoken_imports(path: Path) -> set[str]:
@@ -47,9 +48,15 @@ def nexttoken_imports(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("name", INSIDE)
-def test_the_inside_imports_only_the_library_and_the_wire(name):
+def test_the_inside_imports_only_the_library_and_itself(name):
+    imported = {m for m in nexttoken_imports(PACKAGE / name) if not m.startswith("nexttoken.recorder")}
+    assert imported <= LIBRARY_MODULES, imported - LIBRARY_MODULES
+
+
+@pytest.mark.parametrize("name", LIBRARY)
+def test_the_library_never_imports_the_exercises_or_the_grader(name):
     imported = nexttoken_imports(PACKAGE / name)
-    assert imported <= INSIDE_MAY_IMPORT, imported - INSIDE_MAY_IMPORT
+    assert not {m for m in imported if m.startswith(("nexttoken.exercises", "nexttoken.grading"))}, imported
 
 
 def test_the_exercises_never_import_the_grader():
@@ -57,23 +64,44 @@ def test_the_exercises_never_import_the_grader():
         assert not any(m.startswith("nexttoken.grading") for m in nexttoken_imports(path)), path.name
 
 
-def test_every_judging_file_of_the_exercises_is_hidden_in_the_sandbox():
-    """A file added to nexttoken/exercises/ is hidden in the sandbox unless it is one of the calling half's."""
-    calling_half = {"__init__.py", "calling.py", "watches.py"}
-    present = {p.name for p in (PACKAGE / "exercises").iterdir() if p.is_file()}
-    assert present - calling_half <= set(sandbox.JUDGING_FILES), present - calling_half - set(sandbox.JUDGING_FILES)
-    files, folders, init = sandbox.hidden_files()
-    assert {Path(f).name for f in files} == present - calling_half
-    assert init == str(PACKAGE / "exercises" / "__init__.py")
-    assert sandboxed_exercises.CHAPTERS == CHAPTERS
+def test_the_sandbox_shows_the_allow_list_and_nothing_of_the_exercises_or_the_grader(tmp_path):
+    """A package laid out as nexttoken is, with a file added to exercises/ and grading/ that no list names:
+    the sandbox shows neither, nor anything else of those folders; the stand-in is nexttoken.exercises."""
+    package = tmp_path / "nexttoken"
+    for name in [*policy.LIBRARY, "exercises/ch02.py", "exercises/new.py", "grading/new.py", "training/x.py",
+                 "recorder/main.py", "recorder/stand_in.py", "__pycache__/model.cpython-311.pyc",
+                 "__pycache__/grade.cpython-311.pyc", "exercises/__pycache__/ch02.cpython-311.pyc"]:
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).touch()
+    shown = {place: source for source, place in policy.shown(package)}  # where it appears: what it is
+    assert shown.pop(str(package / "exercises" / "__init__.py")) == str(package / "recorder" / "stand_in.py")
+    assert {Path(p).relative_to(package).parts[0] for p in shown} == set(policy.SHOWN) | {"__pycache__"}
+    assert str(package / "__pycache__" / "model.cpython-311.pyc") in shown
+    assert not any(Path(p).name.startswith("grade") for p in shown)
+    assert not any(p.startswith((str(package / "exercises"), str(package / "grading"))) for p in shown.values())
+    assert {p.name for p in policy.hidden(package)} == {"exercises", "grading", "training"}
+    assert str(package / "generate.py") not in {place for _, place in policy.shown(package, generate=False)}
+    assert stand_in.CHAPTERS == CHAPTERS
 
 
-def test_the_sandboxed_exercises_module_has_no_tasks():
-    stub = sandboxed_exercises.__getattr__("ch02")
+def test_the_sandbox_command_binds_the_allow_list_into_an_empty_package(monkeypatch):
+    package = policy.package_folder()
+    monkeypatch.setattr(policy, "python_roots", lambda: [str(package.parent)])
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
+    cmd = sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4)
+    empty = cmd.index("--tmpfs", cmd.index(str(package.parent)))
+    done = cmd.index("--remount-ro", empty)
+    assert cmd[empty + 1] == str(package) and cmd[done + 1] == str(package)
+    binds = [cmd[i + 1] for i in range(empty, done) if cmd[i] == "--ro-bind"]
+    assert binds == [source for source, _ in policy.shown(package)]
+
+
+def test_the_stand_in_for_the_exercises_has_no_tasks():
+    stub = stand_in.__getattr__("ch02")
     assert stub.q1.check(print) is None and stub.q1.failing_input() is None
     assert stub.q1.reference(3) is None  # an alias of "the reference" is a function that returns None
     with pytest.raises(AttributeError):
-        sandboxed_exercises.__getattr__("held_out")
+        stand_in.__getattr__("held_out")
 
 
 def same(a, b) -> bool:
@@ -113,8 +141,8 @@ def test_the_work_order_carries_the_inputs_the_judge_uses(name, held_out):
 def test_the_solutions_pass_on_the_inputs_that_crossed(name):
     """The calling half on the order's inputs, the judging half on the judge's own: the solutions pass."""
     module, answers = chapter(name), solutions(name)
-    from nexttoken.exercises.calling import run_on
-    from nexttoken.exercises.watches import WATCHES
+    from nexttoken.recorder.calling import run_on
+    from nexttoken.recorder.watches import WATCHES
 
     order = unpack_order(work_order(name, module.TASKS, held_out=True))
     for sent in order["tasks"]:
@@ -134,20 +162,20 @@ def test_library_names_resolve_to_the_library():
     assert "nexttoken.generate:generate" in library_names(chapter("ch06").q5)
 
 
-def test_a_sandbox_without_generate_replaces_its_file_and_hides_its_compiled_copies(monkeypatch):
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
-    monkeypatch.setattr(sandbox, "generate_files",
-                        lambda: ("/pkg/nexttoken/generate.py", ["/pkg/nexttoken/__pycache__/generate.cpython-311.pyc"]))
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
+def test_a_sandbox_without_generate_replaces_its_file_and_shows_no_compiled_copy(monkeypatch):
+    package = policy.package_folder()
+    monkeypatch.setattr(policy, "python_roots", lambda: [str(package.parent)])
+    monkeypatch.setattr(policy.os, "geteuid", lambda: 1000)  # the rootless command: no uid to pass
     cmd = sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4, generate_fd=7)
     at = cmd.index("--ro-bind-data")
-    assert cmd[at - 2:at + 3] == ["--perms", "0644", "--ro-bind-data", "7", "/pkg/nexttoken/generate.py"]
-    assert ["--ro-bind", "/dev/null", "/pkg/nexttoken/__pycache__/generate.cpython-311.pyc"] == cmd[at + 3:at + 6]
+    assert cmd[at - 2:at + 3] == ["--perms", "0644", "--ro-bind-data", "7", str(package / "generate.py")]
+    assert not any(a.startswith(str(package / "__pycache__" / "generate.")) for a in cmd)
+    assert cmd.count(str(package / "generate.py")) == 1
     assert "--ro-bind-data" not in sandbox.bwrap_command(["true"], sandbox.Limits(), 3, None, 4)
 
 
 def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
-    from nexttoken.exercises.calling import RULE
+    from nexttoken.recorder.calling import RULE
     from nexttoken.grading.runner import first_tasks, generate_rule
 
     module = chapter("ch05")
@@ -155,7 +183,7 @@ def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
     assert message.startswith(RULE) and generate_rule(module.q1) is None
     assert "q2" not in first_tasks("ch05") and "q1" in first_tasks("ch05")
     space: dict = {"__name__": "nexttoken.generate", "__package__": "nexttoken"}
-    exec(compile(sandbox.without_generate(message), "generate.py", "exec"), space)
+    exec(compile(policy.without_generate(message), "generate.py", "exec"), space)
     assert {"greedy", "sample", "temperature"} <= set(space)
     with pytest.raises(RuntimeError) as raised:
         space["generate"](None, None, 1)
@@ -163,3 +191,17 @@ def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
     # every task that forbids it says the same rule: one generate.py serves them all
     rules = {generate_rule(getattr(chapter(c), t)) for c in CHAPTERS for t in chapter(c).TASKS} - {None}
     assert len(rules) == 1
+
+
+def test_importing_the_recorder_loads_no_optional_part_of_the_library():
+    """nexttoken imports fast, hf, smollm2 and pretrained when first asked for: a sandbox loads none of them,
+    nor registers fast's custom torch op."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, torch, nexttoken.recorder.main\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[-1] in ('fast', 'hf', 'smollm2', 'pretrained')))\n"
+             "print(hasattr(torch.ops.nexttoken, 'onednn_linear'))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.splitlines() == ["[]", "False"], done.stdout
+    assert nexttoken.fast.__name__ == "nexttoken.fast" and nexttoken.load_smollm2.__module__ == "nexttoken.smollm2"

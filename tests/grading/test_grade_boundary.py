@@ -23,21 +23,19 @@ CH02 = [f"ch02.q{i}" for i in range(1, 6)]
 LOOKS = ("def causal_mask(T):\n"
          "    import importlib, os, nexttoken.exercises as e\n"
          "    folder = os.path.dirname(e.__file__)\n"
-         "    found = [n for n in ('task.py', 'common.py', 'held_out.py', 'ch02.py', 'solutions.json', 'cases.json')\n"
-         "             if os.path.getsize(os.path.join(folder, n))]\n"
-         "    cache = os.path.join(folder, '__pycache__')\n"
-         "    found += os.listdir(cache) if os.path.isdir(cache) else []\n"
+         "    found = [n for n in os.listdir(folder) if n != '__init__.py']\n"
+         "    grader = os.path.join(os.path.dirname(folder), 'grading')\n"
+         "    found += ['grading/' + n for n in os.listdir(grader)] if os.path.exists(grader) else []\n"
          "    for name in ('ch02', 'held_out', 'task', 'common'):\n"
          "        try:\n"
          "            module = importlib.import_module('nexttoken.exercises.' + name)\n"
          "            found += [f'{name}.{k}' for k in vars(module) if not k.startswith('__')]\n"
-         "        except ModuleNotFoundError:  # a file that reads as a device is no module\n"
+         "        except ModuleNotFoundError:  # not in the sandbox\n"
          "            pass\n"
          "    for name in ('nexttoken.grading.orders', 'nexttoken.grading.judge'):\n"
          "        try:\n"
          "            importlib.import_module(name)\n"
-         "            if name.endswith('orders'):\n"
-         "                found.append(name)\n"
+         "            found.append(name)\n"
          "        except Exception:\n"
          "            pass\n"
          "    if found:\n"
@@ -63,9 +61,9 @@ def graded(tmp_path_factory):
         "alias.ipynb": [HEADER, "causal_mask = ch02.q1.reference\n", *OTHERS],
         "alias_import.ipynb": [HEADER, "from nexttoken.exercises.ch02 import q1\ncausal_mask = q1.reference\n",
                                *OTHERS],
-        # The calling half's code swapped in place (f.__code__ = ...), from an assignment that runs.
-        "code_swap.ipynb": [HEADER, "import nexttoken.exercises.calling as calling\n"
-                                    "_swap = setattr(calling.changed_argument, '__code__', (lambda *a: None).__code__)\n",
+        # The recorder's code swapped in place (f.__code__ = ...), from an assignment that runs.
+        "code_swap.ipynb": [HEADER, "import nexttoken.recorder.calling as calling\n_swap = setattr("
+                                    "calling.changed_argument, '__code__', (lambda *a: None).__code__)\n",
                             "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
     }
     for name, cells in notebooks.items():

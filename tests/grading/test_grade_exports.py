@@ -274,7 +274,7 @@ def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
         z.extractall(tmp_path / "source")
     with zipfile.ZipFile(tmp_path / "source" / names[4]) as wheel:
         files = wheel.namelist()
-    for needed in ("nexttoken/grading/recorder.py", "nexttoken/exercises/ch02.py", "nexttoken/assets/gpt2.tiktoken"):
+    for needed in ("nexttoken/recorder/main.py", "nexttoken/exercises/ch02.py", "nexttoken/assets/gpt2.tiktoken"):
         assert needed in files, needed
     autograder = tmp_path / "autograder"
     (autograder / "submission").mkdir(parents=True)

@@ -20,7 +20,8 @@ import nbformat
 import pytest
 
 import nexttoken
-from nexttoken.grading import csvs, judge, sandbox, wire
+from nexttoken.grading import csvs, judge, sandbox
+from nexttoken.recorder import wire
 from nexttoken.exercises import chapter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -293,7 +294,7 @@ def batch(tmp_path_factory):
         # then hidden in an assignment (runs, but finds no task module: the judging half is not inside).
         "recorder_patch": [HEADER, *STUBS, source(r"""
             import nexttoken.exercises.task as task_module
-            import nexttoken.grading.recorder as harness
+            import nexttoken.recorder.main as harness
             task_module.Task.run = lambda self, fn: [('ok', self.reference(*a)) for a in self.cases()]
             harness.record = lambda *a, **k: None
             task_module.Task.evaluate = lambda self, outcomes: ('passed', 'all good')

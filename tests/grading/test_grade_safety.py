@@ -188,7 +188,7 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
 # --- round 5 (issue 54): what a judged value may cost, one escaping, the careless cases -----------------------
 
 def test_a_tensor_of_no_elements_and_huge_dimensions_is_refused_by_the_wire():
-    from nexttoken.grading import wire
+    from nexttoken.recorder import wire
 
     for shape in ([4194304, 4194304, 0], [4194304, 0, 5], [0, 1 << 22, 2]):
         with pytest.raises(wire.Rejected, match="no elements but dimensions"):
@@ -267,24 +267,24 @@ def test_names_that_differ_only_in_control_characters_keep_their_own_rows():
 def test_a_defining_cell_with_a_python_cell_magic_or_a_with_block_defines_its_function():
     import ast
 
-    from nexttoken.grading import recorder
+    from nexttoken.recorder import notebook
 
     for source in ("%%time\ndef f(x):\n    return x\n", "%%capture out\ndef f(x):\n    return x\n",
                    "import torch\nwith torch.no_grad():\n    def f(x):\n        return x\n    print('hi')\n"):
         namespace: dict = {}
-        exec(compile(recorder.definitions(recorder.to_python(source)), "<cell>", "exec"), namespace)
+        exec(compile(notebook.definitions(notebook.to_python(source)), "<cell>", "exec"), namespace)
         assert namespace["f"](3) == 3, source
-    kept = ast.unparse(recorder.definitions(recorder.to_python("%%bash\necho hi\n")))
+    kept = ast.unparse(notebook.definitions(notebook.to_python("%%bash\necho hi\n")))
     assert "def" not in kept
 
 
 def test_a_missing_function_is_explained_by_where_it_is_written():
-    from nexttoken.grading import recorder
+    from nexttoken.recorder import notebook
 
-    assert recorder.missing_reason("f", ["x = 1"]) == "the notebook does not define a function named f"
-    nested = recorder.missing_reason("f", ["x = 1", "for _ in range(1):\n    def f(T):\n        pass\n"])
+    assert notebook.missing_reason("f", ["x = 1"]) == "the notebook does not define a function named f"
+    nested = notebook.missing_reason("f", ["x = 1", "for _ in range(1):\n    def f(T):\n        pass\n"])
     assert "code cell 2" in nested and "top level" in nested
-    assert "did that cell raise" in recorder.missing_reason("f", ["def f(T):\n    pass\n"])
+    assert "did that cell raise" in notebook.missing_reason("f", ["def f(T):\n    pass\n"])
 
 
 def test_no_sandbox_as_root_never_runs_a_submission_as_root_unless_told_it_is_trusted(monkeypatch, capsys):

@@ -2,10 +2,11 @@
 checkout or virtual environment under /tmp stays visible inside (bwrap applies mounts in order)."""
 
 from nexttoken.grading import sandbox
+from nexttoken.grading.sandbox import policy
 
 
 def test_package_binds_come_after_the_private_tmp(monkeypatch):
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: ["/tmp/checkout/.venv", "/tmp/checkout/lib"])
+    monkeypatch.setattr(policy, "python_roots", lambda: ["/tmp/checkout/.venv", "/tmp/checkout/lib"])
     cmd = sandbox.bwrap_command(["python"], sandbox.Limits(), notebook_fd=0, uid=61000)
     tmpfs = cmd.index("/tmp", cmd.index("--tmpfs"))
     binds = [i for i, a in enumerate(cmd) if a == "--ro-bind" and cmd[i + 1].startswith("/tmp/checkout")]
@@ -77,7 +78,7 @@ def test_the_sandbox_denies_the_kernel_and_ends_from_outside(monkeypatch, instru
     cgroups, why = sandbox.find_cgroups()
     assert cgroups is not None, why
     uid = sandbox.allocate_uids(1)[0]
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
+    monkeypatch.setattr(policy, "python_roots", lambda: [])
     group = cgroups.new_group(sandbox.Limits(total_memory_mb=256, processes=16))
     fds = [sandbox.memfd_with(b"{}", "n"), sandbox.memfd_with(sandbox.seccomp_filter(), "f")]
     try:
@@ -180,7 +181,7 @@ def test_memory_of_no_process_is_charged_to_the_sandboxs_cgroup(monkeypatch, att
     (about 4 GB of kernel memory) or the 1.6 GB of memfds are made."""
     cgroups, why = sandbox.find_cgroups()
     assert cgroups is not None, why
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
+    monkeypatch.setattr(policy, "python_roots", lambda: [])
     limits = sandbox.Limits(total_memory_mb=128, processes=16)
     group = cgroups.new_group(limits)
     fds = [sandbox.memfd_with(b"{}", "n"), sandbox.memfd_with(sandbox.seccomp_filter(), "f")]
@@ -225,7 +226,7 @@ def test_where_bubblewrap_cannot_make_namespaces_the_refusal_names_no_sandbox(mo
     """An unprivileged container: bwrap starts but cannot create its namespaces (stood in for here)."""
     refused = subprocess.CompletedProcess([], 1, "", "bwrap: No permissions to creating new namespace")
     sandbox.seccomp_filter()  # built (and kept) before the stand-in replaces subprocess.run
-    monkeypatch.setattr(sandbox.subprocess, "run", lambda *a, **k: refused)
+    monkeypatch.setattr(policy.subprocess, "run", lambda *a, **k: refused)
     uid = sandbox.FIRST_UID if os.geteuid() == 0 else None  # a root grader must name one (not used here)
     message = sandbox.check_bwrap(sandbox.Limits(), None, uid)
     assert "cannot create its namespaces" in message and "--no-sandbox" in message
@@ -254,7 +255,7 @@ print(' '.join([call('vsock', 'socket', 40, 1, 0),
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the probe uses x86_64 system call numbers")
 def test_vsock_and_io_uring_are_denied_in_the_sandbox(monkeypatch):
     uid = sandbox.allocate_uids(1)[0]
-    monkeypatch.setattr(sandbox, "_python_roots", lambda: [])
+    monkeypatch.setattr(policy, "python_roots", lambda: [])
 
     def run(with_filter: bool) -> str:
         fds = [sandbox.memfd_with(b"{}", "n")] + ([sandbox.memfd_with(sandbox.seccomp_filter(), "f")]

@@ -9,23 +9,14 @@
 Each task knows its test cases (inputs, smallest first), a reference implementation (the library's own
 where there is one), the outputs of its known mistakes, and how to explain any other wrong answer. The
 same tests grade a whole class in batch (``python -m nexttoken.grade``): there the learner's function runs
-in a sandboxed recorder process (``nexttoken.grading.recorder``) and only its outputs come back for
-comparison; with ``--held-out`` it also judges each task on held-out inputs (``held_out.py``) that no
-``check`` runs. tests/exercise_mutants/ holds the wrong answers every check is tested against.
+in a sandboxed recorder process (``nexttoken.recorder``, whose ``calling`` and ``watches`` a ``check()``
+here uses too) and only its outputs come back for comparison; this package is not in the sandbox. With
+``--held-out`` the grader also judges each task on held-out inputs (``held_out.py``) that no ``check`` runs.
+tests/exercise_mutants/ holds the wrong answers every check is tested against.
 """
 
-CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07")
-
-
-def __getattr__(name: str):
-    """``Mistake`` and ``Task``, imported when first asked for: importing the calling half alone
-    (``nexttoken.exercises.calling``, what the grader's recorder needs) reads none of the judging files,
-    which a grading container may make unreadable to the submission's user."""
-    if name in ("Mistake", "Task"):
-        from . import task
-
-        return getattr(task, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from ..recorder.notebook import CHAPTERS
+from .task import Mistake, Task
 
 
 def chapter(name: str):

@@ -4,9 +4,9 @@ import math
 
 import torch
 
-from . import watches
+from ..recorder import watches
 from .common import random_ids, seeded
-from .calling import counted
+from ..recorder.calling import counted
 from .feedback import describe, side_by_side
 from .task import Known, Mistake, Task
 

@@ -5,7 +5,7 @@ import math
 import torch
 
 from ..model import causal_mask as library_causal_mask
-from . import watches
+from ..recorder import watches
 from .common import random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 

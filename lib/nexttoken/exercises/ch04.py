@@ -3,7 +3,7 @@
 import torch
 
 from ..model import causal_mask
-from . import watches
+from ..recorder import watches
 from .common import embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
 from .task import Known, Mistake, Task
 

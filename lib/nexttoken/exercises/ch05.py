@@ -4,7 +4,7 @@ import torch
 
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
-from . import watches
+from ..recorder import watches
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, loud, random_ids, seeded,
                      small_model, with_gpt2_eos)
 from .feedback import describe, show

@@ -4,7 +4,7 @@ import torch
 
 from ..generate import generate
 from .common import NO_GENERATE, count_new_tokens, random_ids, seeded, small_model, with_gpt2_eos
-from .calling import tokens
+from ..recorder.calling import tokens
 from .generated import Generated
 from .task import Known, Mistake, Task
 

@@ -5,7 +5,7 @@ import math
 import torch
 
 from ..generate import generate
-from . import watches
+from ..recorder import watches
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
                      with_gpt2_eos)
 from .generated import Generated

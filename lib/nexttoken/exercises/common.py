@@ -5,7 +5,7 @@ import torch
 
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
-from .calling import tokens
+from ..recorder.calling import tokens
 from .task import Mistake
 
 # The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).

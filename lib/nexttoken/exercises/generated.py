@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .calling import one_thread
+from ..recorder.calling import one_thread
 
 
 @dataclass

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
-from .calling import copy_args, one_thread, run_on
+from ..recorder.calling import copy_args, one_thread, run_on
 from .feedback import compare, describe, exception_type, hidden_input, matches, unrevealed
 from .generated import Generated, smallest_failing
 

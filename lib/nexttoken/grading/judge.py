@@ -5,7 +5,7 @@ import contextlib
 import resource
 import threading
 
-from .wire import Rejected, decode_outcomes
+from ..recorder.wire import Rejected, decode_outcomes
 
 # Judging builds the tasks' seeded inputs and reference models under torch's global RNG (fork_rng and
 # manual_seed), which is not thread-safe: with --jobs, one judgement at a time.

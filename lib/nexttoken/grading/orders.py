@@ -14,9 +14,9 @@ import threading
 import types
 
 from ..exercises import chapter
-from ..exercises.calling import copy_args
+from ..recorder.calling import copy_args
 from .judge import JUDGING
-from .wire import pack_order
+from ..recorder.wire import pack_order
 
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
 _making = threading.Lock()

@@ -1,4 +1,4 @@
-"""One run of the recorder (``nexttoken.grading.recorder``) in a sandbox, followed message by message.
+"""One run of the recorder (``nexttoken.recorder``) in a sandbox, followed message by message.
 
 The recorder's stream is read line by line; only lines that start with this run's nonce count, and only
 in the recorder's order and form (``Sequence``: the learner's code can find the nonce, so a message that
@@ -152,7 +152,7 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
     keep = [write_end]
 
     def argv(notebook_path: str) -> list[str]:
-        return [sys.executable, "-m", "nexttoken.grading.recorder", notebook_path, chapter_name or "auto",
+        return [sys.executable, "-m", "nexttoken.recorder", notebook_path, chapter_name or "auto",
                 "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end)]
 
     group = scratch = proc = None
@@ -195,7 +195,7 @@ GENERATE = "nexttoken.generate"
 
 def generate_rule(task) -> str | None:
     """The message the library's generate raises in the sandbox of a task that forbids it, or None."""
-    from ..exercises.calling import RULE
+    from ..recorder.calling import RULE
 
     rule = task.forbid.get(GENERATE)
     return None if rule is None else f"{RULE}{GENERATE} was called, but the task says: {rule}"

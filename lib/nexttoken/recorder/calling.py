@@ -1,10 +1,11 @@
 """Calling a learner's function on a task's test inputs: the one half of a check that runs where the
-learner's code runs (in a notebook's ``check()``, and inside the batch grader's sandbox).
+learner's code runs (in a notebook's ``check()``, and inside the batch grader's sandbox, as part of
+``nexttoken.recorder``).
 
 It keeps only plain data: each output, or the error it raised, or the fact that it changed an input or
 broke one of the task's rules. It imports only torch and the lesson's library, never a task's reference,
 known mistakes or held-out inputs: the sandbox runs this file, and those stay outside it (the other half,
-judging, is ``task.Task.judge``).
+judging, is ``nexttoken.exercises.task.Task.judge``).
 """
 
 import contextlib
@@ -101,11 +102,12 @@ def forbidding(rules: dict[str, str], args):
                 for model in (a for a in args if isinstance(a, Decoder)):
                     def refuse(*_, **__):
                         raise RuntimeError(message)
-                    for name in ("forward", "forward_unchecked", "run"):  # model(x), model.forward(x), ...: every door in
+                    # model(x), model.forward(x), ...: every door in
+                    for name in ("forward", "forward_unchecked"):
                         object.__setattr__(model, name, refuse)
                         undo.append(lambda m=model, n=name: object.__delattr__(m, n))
                 # and through the class (Decoder.forward(model, x)) or the function saved under another name:
-                # the class's own functions raise too (model.run is forward_unchecked)
+                # the class's own functions raise too
                 for function in (Decoder.forward, Decoder.forward_unchecked):
                     function = inspect.unwrap(function)
                     code, function.__code__ = function.__code__, _raising_code(message)

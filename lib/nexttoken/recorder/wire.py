@@ -4,12 +4,12 @@ In: the grader's *work order* (``pack_order``), what the sandbox is to call: eac
 its rules and checks of how by name, and its test inputs as data (tensors, numbers, and models as their
 configuration and weights), the held-out ones among them unnamed. Never a reference, an expected output or
 a task's code: the sandbox rebuilds the inputs with ``unpack_order`` and calls the learner's functions on
-them (``recorder``).
+them (``main``).
 
 Out: inside the sandbox the recorder turns each output of a learner's function into plain JSON data with
 ``encode``, cut down to the limits below; outside, the grader trusts none of it and rebuilds it with
-``decode_outcomes``, which refuses anything beyond the same limits. A task's ``run`` (nexttoken.exercises)
-keeps lists within ``MAX_LIST`` too, so ``check()`` in a notebook sees what the grader sees.
+``decode_outcomes``, which refuses anything beyond the same limits. ``calling.run_on`` keeps lists within
+``MAX_LIST`` too, so ``check()`` in a notebook sees what the grader sees.
 
 Tensors travel out as ``{"dtype", "shape", "data"}``, data being base64 of the contiguous bytes.
 """
@@ -21,7 +21,7 @@ import io
 
 import torch
 
-from ..exercises.calling import MAX_LIST  # items of one list or tuple
+from .calling import MAX_LIST  # items of one list or tuple
 from ..model import Decoder, DecoderConfig
 
 MAX_STRING = 1000  # characters of a string output or an error message

@@ -111,9 +111,9 @@ def reads_each_token_once(args):
                           f"is), but your loop made {counted(len(seen), 'forward pass', 'forward passes')}")
     elif starts and starts[0] != 0:
         complaints.append(f"your first forward pass began at position {starts[0]}: its cache already held "
-                          f"{counted(starts[0], 'position')} from an earlier call (a cache kept between calls, in a global, "
-                          "a module-level dict or a default argument). Make a fresh one, model.new_cache(), in "
-                          "every call")
+                          f"{counted(starts[0], 'position')} from an earlier call (a cache kept between calls, "
+                          "in a global, a module-level dict or a default argument). Make a fresh one, "
+                          "model.new_cache(), in every call")
     elif len(seen) >= n and sum(seen) != sum(want):  # fewer passes: too few tokens, which the output shows
         complaints.append(f"the forward passes read {short(seen)} positions, {sum(seen)} in all; with a cache "
                           f"each token is read once: read the prompt once, then only the newest token, {short(want)}, "

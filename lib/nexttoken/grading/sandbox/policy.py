@@ -1,0 +1,176 @@
+"""The course's sandbox: what it shows of the nexttoken package (the allow-list), the copy of generate.py
+for the tasks that forbid ``nexttoken.generate``, the submission's environment, and the probes that say
+whether a sandbox can run the recorder here. The mechanism (bwrap, limits, seccomp, cgroups, users) is in
+the modules beside this one, which know nothing of the course."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import bwrap
+from .cgroups import Cgroups
+from .launcher import launcher, memfd_with
+from .limits import Limits, SandboxError, prlimit_args
+from .seccomp import seccomp_filter
+from .users import drop_to
+
+INSTALL_MESSAGE = (
+    "the grader runs every submission inside bubblewrap, which is not installed here.\n"
+    "Install it (Debian/Ubuntu: 'sudo apt-get install bubblewrap', or 'sudo bash scripts/setup_sandbox.sh'),\n"
+    "or pass --no-sandbox to grade TRUSTED submissions without isolation (their code can then read and\n"
+    "change anything your user can, other submissions and the grades included)."
+)
+
+# The allow-list: what a sandbox shows of the nexttoken package, defined here once (the bwrap command,
+# scripts/gradescope/setup.sh and tests/grading/test_boundary.py read it). The lesson's library, which a
+# notebook imports, and the recorder, which runs beside it; nothing else of the package is there, whatever
+# files it holds: not exercises/ (tasks, references, held-out inputs, solutions) nor grading/, training/ or
+# the command-line wrappers. Of the compiled copies (__pycache__), only those of the files shown.
+# ``nexttoken.exercises`` is there as the recorder's stand-in (STAND_IN), a package with no task in it.
+# (A student's wheel is another list: it keeps the exercises and lacks the solutions and held-out inputs,
+# scripts/build_student_package.py's WITHHELD.)
+LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast.py", "generate.py", "hf.py", "model.py",
+           "plots.py", "pretrained.py", "smollm2.py", "timing.py", "tokenizer.py", "assets", "pretrained")
+INSIDE = "recorder"  # the package nexttoken.recorder
+SHOWN = LIBRARY + (INSIDE,)
+STAND_IN = ("recorder/stand_in.py", "exercises/__init__.py")  # (the file, where the sandbox shows it)
+
+
+def package_folder() -> Path:
+    import nexttoken
+
+    return Path(nexttoken.__file__).resolve().parent
+
+
+def shown(package: Path, generate: bool = True) -> list[tuple[str, str]]:
+    """What a sandbox shows of ``package`` (the allow-list): (file or folder, where it appears) pairs.
+    Without ``generate`` neither ``generate.py`` nor its compiled copies are there (``without_generate``
+    stands in for them)."""
+    names = [name for name in SHOWN if (package / name).exists() and (generate or name != "generate.py")]
+    pairs = [(str(package / name), str(package / name)) for name in names]
+    for name in (n for n in names if n.endswith(".py")):
+        pairs += [(str(p), str(p)) for p in sorted((package / "__pycache__").glob(f"{name[:-3]}.*.pyc"))]
+    source, place = STAND_IN
+    return pairs + [(str(package / source), str(package / place))]
+
+
+def hidden(package: Path) -> list[Path]:
+    """What of ``package`` is not on the allow-list (its compiled copies aside), for a container that runs
+    the submission without a sandbox to make root's alone (scripts/gradescope/setup.sh)."""
+    return sorted(p for p in package.iterdir() if p.name not in SHOWN and p.name != "__pycache__")
+
+
+def package_binds(package: Path, generate_fd: int | None) -> list[str]:
+    """bwrap's arguments that show only the allow-list of ``package``: an empty read-only folder in its place,
+    with what is shown bound into it (``generate_fd``, where given, holds the ``generate.py`` shown
+    instead of the library's)."""
+    args = ["--perms", "0755", "--size", "65536", "--tmpfs", str(package)]
+    for folder in sorted({str(Path(place).parent) for _, place in shown(package)} - {str(package)}):
+        args += ["--perms", "0755", "--dir", folder]
+    for source, place in shown(package, generate=generate_fd is None):
+        args += ["--ro-bind", source, place]
+    if generate_fd is not None:
+        args += ["--perms", "0644", "--ro-bind-data", str(generate_fd), str(package / "generate.py")]
+    return args + ["--remount-ro", str(package)]
+
+
+def without_generate(message: str) -> bytes:
+    """``nexttoken/generate.py`` as a sandbox shows it to the tasks that forbid ``nexttoken.generate``
+    (``bwrap_command(generate_fd=...)``): the same module (greedy, sample, temperature, ...), with the body
+    of ``generate`` replaced by raising ``message``. The loop the learner is to write is then nowhere in the
+    process to call, save beforehand, reload or read: neither the file nor its compiled copy has it."""
+    import ast
+
+    tree = ast.parse((package_folder() / "generate.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "generate":
+            node.body = [ast.Raise(exc=ast.Call(func=ast.Name("RuntimeError", ast.Load()),
+                                                args=[ast.Constant(message)], keywords=[]), cause=None)]
+    return ast.unparse(ast.fix_missing_locations(tree)).encode()
+
+
+def minimal_env(home: str, tmp: str) -> dict[str, str]:
+    """The only environment the submission's code gets: nothing of the instructor's shows up."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "USER": "learner", "LOGNAME": "learner",
+        "LANG": "C.UTF-8", "TMPDIR": tmp, "IPYTHONDIR": f"{home}/.ipython",
+        "JUPYTER_CONFIG_DIR": f"{home}/.jupyter", "JUPYTER_DATA_DIR": f"{home}/.local/share/jupyter",
+        "JUPYTER_RUNTIME_DIR": f"{home}/.local/share/jupyter/runtime", "MPLCONFIGDIR": f"{tmp}/mpl",
+        "NEXTTOKEN_GRADING": "1",  # the exercises' qN.check() do nothing while grading
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",  # one core per job: --jobs decides parallelism
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "TQDM_DISABLE": "1",
+    }
+
+
+def python_roots() -> list[str]:
+    """Folders the sandbox needs read-only: the Python installation, the virtual environment, and the
+    folder the nexttoken package is imported from (the repository's lib/ for an editable install).
+    Never the current folder: it may hold the submissions."""
+    import nexttoken
+
+    roots = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots.add(os.path.realpath(Path(nexttoken.__file__).parent.parent))
+    roots.add(os.path.dirname(os.path.realpath(sys.executable)))
+    roots = sorted(r for r in roots if not r.startswith("/usr/"))
+    return [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
+
+
+def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | None,
+                  seccomp_fd: int | None = None, generate_fd: int | None = None) -> list[str]:
+    """The command that runs ``argv`` in a fresh sandbox (``bwrap.command``) showing the Python installation
+    and, of the package, the allow-list; ``generate_fd``, where given, holds the ``generate.py`` the sandbox
+    sees in place of the library's (``without_generate``). ``uid``: ``users.allocate_uids``'s, when the
+    grader is root; ``seccomp_fd``: the filter (``seccomp_filter``)."""
+    roots, package = python_roots(), package_folder()
+    shown_in_roots = any(str(package).startswith(root + os.sep) for root in roots)
+    within = package_binds(package, generate_fd) if shown_in_roots else []
+    return bwrap.command(argv, limits, notebook_fd, uid, seccomp_fd, roots, within, minimal_env(bwrap.HOME, "/tmp"))
+
+
+def can_run_as(uid: int, limits: Limits) -> bool:
+    """Whether the unprivileged ``uid`` can start this Python and import the recorder (without bubblewrap,
+    which binds them in: the interpreter may live where only root can reach it, e.g. under /root), started
+    exactly as a run without bubblewrap starts it."""
+    try:
+        done = subprocess.run(drop_to(uid) + prlimit_args(limits)
+                              + [sys.executable, "-c", "import nexttoken.recorder.main"],
+                              env=minimal_env("/tmp", "/tmp"), cwd="/", capture_output=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str | None:
+    """None when a sandbox with these limits can start here and import the tasks (torch), else why not:
+    bubblewrap or libseccomp missing, user namespaces disabled, or limits too small."""
+    if bwrap.bwrap_path() is None:
+        return INSTALL_MESSAGE
+    try:
+        fds = [memfd_with(b"{}", "probe.ipynb"), memfd_with(seccomp_filter(), "seccomp.bpf")]
+        group = cgroups.new_group(limits) if cgroups is not None else None
+    except SandboxError as exc:
+        return str(exc)
+    try:
+        probe = [sys.executable, "-c", "import nexttoken.recorder.main"]
+        cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
+        result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return "a sandbox did not start Python and torch within 300 s: is the machine overloaded?"
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if group is not None:
+            group.kill()
+            group.remove()
+    if result.returncode != 0:
+        why = result.stderr.strip()[-800:]
+        if "namespace" in why or "Operation not permitted" in why:  # e.g. an unprivileged container
+            return (f"bubblewrap cannot create its namespaces here (an unprivileged container?):\n{why}\n"
+                    "Where the container itself holds one submission only (Gradescope, GitHub Classroom),\n"
+                    "--no-sandbox grades it without bubblewrap: the container is then the only wall, so it\n"
+                    "must hold nothing but that one submission (the course's page 'Gradescope and other\n"
+                    "containers', guide/instructors/gradescope.md).")
+        return (f"bubblewrap is installed but a sandbox with these limits could not start Python and torch "
+                f"(see --memory, --total-memory, --processes):\n{why}")
+    return None

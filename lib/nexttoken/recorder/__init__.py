@@ -1,0 +1,12 @@
+"""What runs inside the grader's sandbox, beside a learner's code: the whole of it, and nothing else of the
+grader or the exercises. It imports only torch and the lesson's library (tests/grading/test_boundary.py).
+
+    python -m nexttoken.recorder NOTEBOOK CHAPTER --out-fd 3    (how the grader starts it: ``main``)
+
+    main.py      the recorder: reads its work order, runs the notebook's definitions, records outcomes
+    notebook.py  reading the notebook: its cells, its chapter, each cell's definitions
+    calling.py   calling a function on its inputs under the task's rules (a notebook's check() too)
+    watches.py   the checks of how a function works, which only watching it run can tell
+    wire.py      the one data format between the sandbox and the grader, both ways, with its limits
+    stand_in.py  what ``nexttoken.exercises`` is inside the sandbox: chapters with no tasks
+"""

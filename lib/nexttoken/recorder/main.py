@@ -1,0 +1,259 @@
+"""The grader's recorder: runs inside a submission's sandbox, calls the learner's functions, reports outputs.
+
+    python -m nexttoken.recorder NOTEBOOK CHAPTER [--skip-cells 3,5] --out-fd 3
+    python -m nexttoken.recorder NOTEBOOK auto --out-fd 3
+
+It reads the notebook itself (the grader parses a submission only for the explanation's answer, as
+text) with ``notebook``: nbformat 4 as JSON, older formats upgraded with nbformat's converter; with
+CHAPTER "auto" it finds the chapter in the notebook (its metadata, else the exercise module its code
+imports).
+
+It only computes; the grader judges. Its standard input brings, from the grader, first a one-line nonce,
+then, once the recorder has said which chapter the notebook is, the *work order* (``wire.pack_order``): a
+line with its length in bytes, then the order itself. The order names each task's function and carries its
+test inputs as data (the held-out ones among them, unnamed), its rules and its check of how by name
+(``calling``, ``watches``). Nothing in this process can judge an output: the tasks' references, known
+mistakes, held-out names and solutions are not in the sandbox, which shows only the lesson's library and
+this package (``nexttoken.grading.sandbox.policy``), and this package imports only the lesson's library. No
+order (the grader closed the input: another chapter than the assignment's) and it ends.
+
+Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class`` and
+assignments to plain names; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches),
+then calls each task's function on its inputs, and writes one JSON message per line, each starting with
+the nonce, to the descriptor the grader passed:
+
+    {"notebook": "read", "chapter": "ch02", "nbformat": 4}   (or "refused", with "status" and "reason")
+    {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
+    {"cell_error": N, "error": "..."}
+    {"task": "q1"}                   about to call the function of task q1
+    {"record": "q1", "outcomes": [[kind, value], ...], "library": [...], "tampered": [...]}
+    {"done": true}
+
+Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
+``{"dtype", "shape", "data" (base64 of the contiguous bytes)}``. The grader trusts none of it: it checks
+every message before judging (``wire``, ``nexttoken.grading.judge``). "library" names the library functions
+the task re-implements (the order names them) that ran while the learner's function did (reported to the
+instructor, not penalised). "tampered" names the parts of this process that decide what is recorded
+(``run_on``, the rules, the checks of how, this module, builtins, torch.Tensor methods, the profile hook
+that watches for library calls) that the learner's code replaced: that task is then not graded.
+
+This process is the learner's, so none of this is a wall: code that digs through memory can make its
+*own* outputs anything it can compute, and so lose or keep its own marks, nothing more. The sandbox keeps
+everyone else safe, and the judging outside keeps the answers out of reach.
+"""
+
+import argparse
+import builtins
+import json
+import os
+import sys
+
+from . import calling, notebook, watches, wire
+from .notebook import Refused
+
+
+def library_codes(names: list[str]) -> set:
+    """The code objects of the library functions the order names ("module:qualname"), as the learner's code
+    can reach them (unwrapped from decorators such as torch.no_grad). A name that does not resolve is
+    skipped: the report of library calls is for the instructor, it costs no marks."""
+    import importlib
+    import inspect
+
+    found = set()
+    for name in names:
+        module_name, _, qualname = str(name).partition(":")
+        try:
+            value = importlib.import_module(module_name)
+            for part in qualname.split("."):
+                value = getattr(value, part)
+            found.add(inspect.unwrap(value).__code__)
+        except Exception:
+            continue
+    return found
+
+
+def watched(fn, library: set, called: set):
+    """``fn``, noting the ``library`` functions called while it runs; "<profile hook removed>" joins
+    ``called``'s names when the learner's code replaced the hook (sys.setprofile) to hide a call."""
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in library:
+            called.add(f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}")
+
+    def call(*args, **kwargs):
+        sys.setprofile(profile)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if sys.getprofile() is not profile:
+                called.add(PROFILE_REMOVED)
+            sys.setprofile(None)
+
+    return call
+
+
+PROFILE_REMOVED = "<profile hook removed>"
+_MISSING = object()
+
+
+def recorder_parts():
+    """A function listing (label, object) for every part of the recorder a learner's code could replace
+    to change what gets recorded: compared by identity before and after their code runs."""
+    import types
+
+    import torch
+
+    spaces = [("builtins", vars(builtins)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
+              ("nexttoken.recorder.watches.WATCHES", watches.WATCHES)]
+    spaces += [(module.__name__, vars(module)) for module in (calling, watches, wire, notebook, sys.modules[__name__])]
+
+    def parts():
+        found = [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
+                 if not (label == "builtins" and name.startswith("_"))]  # the REPL's "_" and friends
+        # A function's code and defaults can be swapped in place (f.__code__ = ...): watched too.
+        return found + [(f"{label}.{attribute}", getattr(value, attribute, None)) for label, value in found
+                        if isinstance(value, types.FunctionType)
+                        for attribute in ("__code__", "__defaults__", "__kwdefaults__")]
+
+    return parts
+
+
+def refuse_threads(fd: int) -> None:
+    """Load the grader's no-new-threads filter (seccomp, for good: nothing can unload it) from ``fd``. From
+    here on, starting a thread fails ("can't start new thread"): the rules and the library-call watch see
+    the thread that calls a task's function, and a thread of the learner's would run outside them."""
+    import ctypes
+
+    data = os.pread(fd, 1 << 20, 0)
+    os.close(fd)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    program = ctypes.create_string_buffer(data, len(data))
+    fprog = SockFprog(len(data) // 8, ctypes.addressof(program))
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "could not load the no-new-threads filter")
+
+
+def read_order(stdin) -> dict | None:
+    """The grader's work order from ``stdin`` (a length line, then that many bytes), or None when the
+    grader sent none."""
+    line = stdin.readline().strip()
+    if not line.isdigit():
+        return None
+    data = stdin.read(int(line))
+    return wire.unpack_order(data)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m nexttoken.recorder")
+    parser.add_argument("notebook")
+    parser.add_argument("chapter")
+    parser.add_argument("--skip-cells", default="")
+    parser.add_argument("--out-fd", type=int, required=True)
+    parser.add_argument("--no-threads-fd", type=int, help="a seccomp filter (BPF) refusing new threads, "
+                        "loaded before the learner's code runs")
+    return parser.parse_args(argv)
+
+
+def sender(out_fd: int, nonce: str):
+    """The function that writes one message to the grader: the nonce first (the grader drops any line not
+    starting with it). What it calls is held here, before any learner code runs."""
+    write, dumps = os.write, json.dumps
+
+    def send(message: dict) -> None:
+        data = (dumps({"nonce": nonce, **message}) + "\n").encode()
+        while data:
+            data = data[write(out_fd, data):]
+
+    return send
+
+
+def read_submission(path: str, chapter: str, send) -> dict:
+    """The notebook, once the grader has been told which chapter it is; a refused notebook ends here."""
+    try:
+        nb = notebook.read_notebook(path)
+        name = notebook.detect_chapter(nb) if chapter == "auto" else chapter
+        if name is None:
+            raise Refused("unknown_chapter", "no chapter in the notebook's metadata or imports")
+    except Refused as exc:
+        send({"notebook": "refused", "status": exc.args[0], "reason": exc.args[1]})
+        os._exit(0)
+    send({"notebook": "read", "chapter": name, "nbformat": nb.get("nbformat")})
+    return nb
+
+
+def run_definitions(cells: list[str], skip: set[int], send) -> dict:
+    """The namespace the cells' definitions make, each cell announced first and its error reported with the
+    learner's cell number."""
+    namespace = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a notebook
+    for number, source in enumerate(cells, start=1):
+        if number in skip:
+            continue
+        send({"cell": number})
+        try:
+            code = compile(notebook.definitions(notebook.to_python(source)), f"<code cell {number}>", "exec")
+            exec(code, namespace)
+        except BaseException as exc:  # the learner's error, reported with their cell number
+            error = f"{type(exc).__name__}: {exc}"
+            if str(exc) == calling.NO_THREAD:
+                error += f" ({calling.THREADS_REFUSED})"
+            send({"cell_error": number, "error": error[:wire.MAX_STRING]})
+    return namespace
+
+
+def record(task: dict, fn, library: set, cells: list[str], parts, before: dict) -> dict:
+    """The record of one task: its function's outcomes on the order's inputs, the library functions it
+    called, and the parts of the recorder found replaced since before the learner's code ran."""
+    called: set = set()
+    if not callable(fn):
+        outcomes = [("missing", notebook.missing_reason(task["function"], cells))]
+    else:
+        outcomes = calling.run_on(watched(fn, library, called), task["cases"], task["forbid"],
+                                  watches.WATCHES.get(task["watch"]), task["arg_names"])
+    now = dict(parts())
+    tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
+    if PROFILE_REMOVED in called:  # the learner's code switched off the watch for library calls
+        called.discard(PROFILE_REMOVED)
+        tampered.insert(0, "sys.setprofile (the library-call watch)")
+    try:
+        sent = [[str(kind)[:40], wire.encode(value)] for kind, value in outcomes]
+        json.dumps(sent)
+    except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
+        sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
+    return {"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    stdin = sys.stdin.buffer
+    send = sender(args.out_fd, stdin.readline().decode("ascii", "replace").strip())  # the nonce: ours alone
+    devnull = os.open(os.devnull, os.O_RDWR)
+    # Printed and displayed output is not graded and may be huge: it goes nowhere.
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    nb = read_submission(args.notebook, args.chapter, send)
+
+    import torch
+
+    torch.set_num_threads(1)
+    order = read_order(stdin)
+    os.dup2(devnull, 0)  # the learner's code cannot read what the grader sent
+    if order is None:
+        os._exit(0)
+    library = {task["name"]: library_codes(task["library"]) for task in order["tasks"]}
+    parts = recorder_parts()
+    before = dict(parts())
+    if args.no_threads_fd is not None:
+        refuse_threads(args.no_threads_fd)
+    cells = notebook.code_cells(nb)
+    namespace = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send)
+    for task in order["tasks"]:
+        send({"task": task["name"]})
+        send(record(task, namespace.get(task["function"]), library[task["name"]], cells, parts, before))
+    send({"done": True})
+    sys.stdout.flush()
+    os._exit(0)  # no atexit hooks or threads of the learner's run after the report
