@@ -12,7 +12,6 @@ from .task import Known, Mistake, Task
 
 CHAPTER = "ch01"
 TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q3", "q4"]  # tasks the chapter does not show line by line
 
 
 def _q1_cases():

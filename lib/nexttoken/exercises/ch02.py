@@ -6,12 +6,11 @@ import torch
 
 from ..model import causal_mask as library_causal_mask
 from . import watches
-from .common import random_ids, seeded, small_model
+from .common import overflowed, random_ids, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch02"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q4", "q5"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
@@ -136,9 +135,7 @@ def _q3_diagnose(args, expected, got):
     if got.shape != expected.shape or not got.is_floating_point() or not torch.isnan(got).any():
         return
     if _scores(q, k).max() > 88:
-        raise Mistake(f"NaN: the scores reach {float(_scores(q, k).max()):.0f}, and exp of anything above 88 "
-                      "overflows float32 to inf (inf / inf is NaN). Subtract each row's maximum before exp, or "
-                      "use torch.softmax, which does")
+        raise Mistake(f"NaN: {overflowed('scores', float(_scores(q, k).max()))}")
     if torch.allclose(got, _diagonal_hidden(q, k), atol=1e-4, equal_nan=True):
         raise Mistake("row 0 is NaN: query 0's only key is itself, and your mask hides it, so its softmax is "
                       "over nothing but -inf. The bug is in causal_mask (q1: the diagonal must be True), not here")

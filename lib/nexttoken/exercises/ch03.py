@@ -8,7 +8,6 @@ from .task import Known, Mistake, Task
 
 CHAPTER = "ch03"
 TASKS = ["q1", "q2", "q3"]
-TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 
 
 @torch.no_grad()

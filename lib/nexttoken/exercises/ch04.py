@@ -9,7 +9,6 @@ from .task import Known, Mistake, Task
 
 CHAPTER = "ch04"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q4", "q5"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):

@@ -5,7 +5,7 @@ import torch
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
 from . import watches
-from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, loud, random_ids, seeded,
+from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, loud, overflowed, random_ids, seeded,
                      small_model, with_gpt2_eos)
 from .feedback import describe, show
 from .generated import Generated
@@ -13,7 +13,6 @@ from .task import Known, Mistake, Task
 
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q3", "q5"]  # tasks the chapter does not show line by line
 
 
 @torch.no_grad()
@@ -282,9 +281,7 @@ def _q4_error(args, error):
     if "probability tensor contains" in error:
         with torch.no_grad():
             largest = float(model(ids)[:, -1].max())
-        return (f"torch.multinomial was given probabilities holding inf or NaN: the logits reach {largest:.0f}, "
-                "and exp of anything above 88 overflows float32 to inf (inf / inf is NaN). Subtract each row's "
-                "maximum before exp, or use torch.softmax, which does")
+        return f"torch.multinomial was given probabilities holding inf or NaN: {overflowed('logits', largest)}"
     return None
 
 

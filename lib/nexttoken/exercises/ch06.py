@@ -10,7 +10,6 @@ from .task import Known, Mistake, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5", "q6"]
-TRANSFER = ["q4", "q6"]  # tasks the chapter does not show line by line
 
 
 def _update(finished, next_tokens, eos_token_id):

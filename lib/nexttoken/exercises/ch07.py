@@ -13,7 +13,6 @@ from .task import Known, Mistake, Task
 
 CHAPTER = "ch07"
 TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
 def _append(cache, new, window):

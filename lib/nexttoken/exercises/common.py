@@ -3,6 +3,7 @@ that a wrong answer gives a different result (tests/exercises/test_exercises.py 
 
 import torch
 
+from ..tokenizer import END_OF_TEXT_ID
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
 from .calling import tokens
@@ -46,12 +47,16 @@ def loud(model: Decoder, factor: float = 40.0) -> Decoder:
     return model
 
 
+def overflowed(what: str, peak: float) -> str:
+    """Why a softmax by hand gave inf or NaN: ``what`` (the logits, the scores) reach ``peak``."""
+    return (f"the {what} reach {peak:.0f}, and exp of anything above 88 overflows float32 to inf (inf / inf is "
+            "NaN). Subtract each row's maximum before exp, or use torch.softmax, which does")
+
+
 def overflow(logits) -> None:
     """Raises Mistake when NaN probabilities come from logits that exp overflows."""
     if logits.max() > 88:
-        raise Mistake(f"NaN: the logits reach {float(logits.max()):.0f}, and exp of anything above 88 overflows "
-                      "float32 to inf (inf / inf is NaN). Subtract each row's maximum before exp, or use "
-                      "torch.softmax, which does")
+        raise Mistake(f"NaN: {overflowed('logits', float(logits.max()))}")
 
 
 def random_ids(seed: int, batch: int, length: int, vocab: int = 50) -> torch.Tensor:
@@ -90,20 +95,17 @@ def loop_case(params):
     return small_model(seed), random_ids(seed, rows, length), n
 
 
-GPT2_EOS = 50256  # GPT-2's end-of-text id
-
-
 def with_gpt2_eos(seed: int, rows: int = 1, length: int = 3, step: int = 1, **overrides):
     """(model, input_ids): a small model with GPT-2's vocabulary size whose greedy continuation of the prompt
-    produces GPT2_EOS at new token ``step + 1`` and then goes on. A loop asked for exactly max_new_tokens
+    produces END_OF_TEXT_ID at new token ``step + 1`` and then goes on. A loop asked for exactly max_new_tokens
     that stops on GPT-2's EOS id stops there; with the usual vocabulary of 50 that id never comes.
-    Made by swapping the rows of the token the model would produce there with GPT2_EOS's, in the
+    Made by swapping the rows of the token the model would produce there with END_OF_TEXT_ID's, in the
     embedding and the LM head: the same model with two ids relabelled."""
-    model, ids = small_model(seed, vocab_size=GPT2_EOS + 1, **overrides), random_ids(seed, rows, length)
+    model, ids = small_model(seed, vocab_size=END_OF_TEXT_ID + 1, **overrides), random_ids(seed, rows, length)
     x = int(generate(model, ids, step + 1)[0, -1])  # the token row 0 produces at new token step + 1
     with torch.no_grad():
         for p in (model.token_embedding.weight, model.lm_head.weight):
-            p[[x, GPT2_EOS]] = p[[GPT2_EOS, x]]
+            p[[x, END_OF_TEXT_ID]] = p[[END_OF_TEXT_ID, x]]
     return model, ids
 
 
@@ -118,8 +120,8 @@ def count_new_tokens(ids, n, got):
                       f"prompt followed by the new tokens, shape (B, {P} + max_new_tokens)")
     k = got.shape[1] - P
     why = "one step per new token, range(max_new_tokens)"
-    if 0 < k < n and (got[:, -1] == GPT2_EOS).all():
-        why = (f"your loop stopped right after GPT-2's EOS id {GPT2_EOS}; this task has no EOS rule (chapter 6 "
+    if 0 < k < n and (got[:, -1] == END_OF_TEXT_ID).all():
+        why = (f"your loop stopped right after GPT-2's EOS id {END_OF_TEXT_ID}; this task has no EOS rule (chapter 6 "
                "adds one): it generates exactly max_new_tokens tokens")
     raise Mistake(f"you generated {k} new {'token' if k == 1 else 'tokens'} after the prompt of {P}, but "
                   f"max_new_tokens = {n}: {why}")
