@@ -14,6 +14,8 @@ import torch
 import nexttoken
 from nexttoken.exercises import CHAPTERS, chapter, solutions
 from nexttoken.grading import sandbox, sandboxed_exercises
+from nexttoken.exercises.held_out import cases_of
+from nexttoken.grading.judge import judged_cases
 from nexttoken.grading.orders import library_names, work_order
 from nexttoken.grading.wire import pack_order, unpack_order
 from nexttoken.model import Decoder
@@ -101,9 +103,9 @@ def test_the_work_order_carries_the_inputs_the_judge_uses(name, held_out):
     for sent in order["tasks"]:
         task = getattr(module, sent["name"])
         assert set(sent) == {"name", "function", "arg_names", "forbid", "watch", "library", "cases"}
-        judged = task.judged_cases(held_out)[0]
+        judged = judged_cases(task, held_out)[0]
         assert same(sent["cases"], [tuple(c) for c in judged])
-        assert len(judged) == (len(task.held_out_cases()) if held_out else len(task.cases()))
+        assert len(judged) == (len(cases_of(task)) if held_out else len(task.cases()))
         models = [a for case in sent["cases"] for a in case if isinstance(a, Decoder)]
         built = [a for case in judged for a in case if isinstance(a, Decoder)]
         assert len({id(m) for m in models}) == len({id(m) for m in built})
@@ -121,7 +123,7 @@ def test_the_solutions_pass_on_the_inputs_that_crossed(name):
         task = getattr(module, sent["name"])
         outcomes = run_on(answers[sent["function"]], sent["cases"], sent["forbid"], WATCHES.get(sent["watch"]),
                           sent["arg_names"])
-        assert task.evaluate(outcomes, held_out=True)[0] == "passed", (name, sent["name"])
+        assert task.evaluate(outcomes, *judged_cases(task, True))[0] == "passed", (name, sent["name"])
 
 
 def test_a_packed_order_refuses_an_input_it_has_no_form_for():

@@ -5,7 +5,7 @@ import math
 import torch
 
 from . import watches
-from .common import random_ids, seeded
+from .common import chain_tables, random_ids, seeded
 from .calling import counted
 from .feedback import describe, side_by_side
 from .task import Known, Mistake, Task
@@ -181,14 +181,6 @@ q3 = Task(
 # draws whole texts with probability p(x1) p(x2 | x1): counted over many draws, the frequencies of the
 # two-token texts approach those products.
 
-def _chain(seed, V, spread=3.0):
-    """(p(x1), p(x2 | x1)): a first-token distribution and a table whose rows differ (peaked by ``spread``),
-    so that drawing x2 without looking at x1 gives frequencies far from the chain rule's."""
-    g = seeded(seed)
-    first = torch.softmax(torch.randn(V, generator=g), dim=-1)
-    return first, torch.softmax(torch.randn(V, V, generator=g) * spread, dim=-1)
-
-
 def _joint_frequencies(first_probs, next_probs, n_draws, generator):
     x1 = torch.multinomial(first_probs, n_draws, replacement=True, generator=generator)
     x2 = torch.multinomial(next_probs[x1], 1, generator=generator).squeeze(-1)
@@ -200,9 +192,9 @@ SIGMAS = 5  # each frequency within 5 standard deviations of its probability (pl
 
 
 def _q4_cases():
-    return [(*_chain(11, 4), 10_000, seeded(1)), (*_chain(12, 2), 10_000, seeded(2)),
-            (*_chain(13, 6, spread=1.0), 20_000, seeded(3)), (*_chain(14, 3), 1, seeded(4)),
-            (*_chain(15, 5), 7, seeded(5))]
+    return [(*chain_tables(11, 4), 10_000, seeded(1)), (*chain_tables(12, 2), 10_000, seeded(2)),
+            (*chain_tables(13, 6, spread=1.0), 20_000, seeded(3)), (*chain_tables(14, 3), 1, seeded(4)),
+            (*chain_tables(15, 5), 7, seeded(5))]
 
 
 def _q4_verify(args, got):

@@ -6,7 +6,7 @@ import torch
 
 from ..model import causal_mask as library_causal_mask
 from . import watches
-from .common import overflowed, random_ids, seeded, small_model
+from .common import left_padded_mask, overflowed, random_ids, seeded, small_model, with_zeros
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch02"
@@ -49,15 +49,6 @@ q1 = Task(
 def _masked(scores):
     T = scores.shape[-1]
     return scores.masked_fill(~library_causal_mask(T), float("-inf"))
-
-
-def with_zeros(scores):
-    """Scores of exactly 0 in the past, on the diagonal and in the future (and a whole row of them): a mask
-    that finds the past or the future by value (== 0, != 0) gets them wrong."""
-    scores = scores.clone()
-    scores[..., 2, 0] = scores[..., 3, 3] = scores[..., 0, 4] = scores[..., 1, 3] = 0.0
-    scores[..., 4, :] = 0.0
-    return scores
 
 
 def _future_by_value(scores):
@@ -195,11 +186,6 @@ def _padded(attention_mask):
     return library_causal_mask(T) & attention_mask.bool()[:, None, :]
 
 
-def _left_padded(lengths, T):
-    """The attention mask of left-padded rows holding these numbers of real tokens."""
-    return torch.tensor([[0] * (T - n) + [1] * n for n in lengths])
-
-
 def _q4_diagnose(args, expected, got):
     (mask,) = args
     T = mask.shape[-1]
@@ -212,7 +198,7 @@ q4 = Task(
     name="q4", function="padded_causal_mask", title="the causal mask of a left-padded batch", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([[0, 1, 1]]),), (torch.tensor([[1]]),), (torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]]),),
                    (torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]),),
-                   (_left_padded([13, 20, 1], 20),)],  # wider than any small fixed table
+                   (left_padded_mask([13, 20, 1], 20),)],  # wider than any small fixed table
     reference=_padded, diagnose=_q4_diagnose,
     known=[
         Known("padding is visible: a pad slot (attention_mask 0) must be hidden as a *key* from every query",

@@ -4,7 +4,7 @@ import torch
 
 from ..model import causal_mask
 from . import watches
-from .common import embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
+from .common import dropout_model, embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
 from .task import Known, Mistake, Task
 
 CHAPTER = "ch04"
@@ -169,10 +169,6 @@ q4 = Task(
 # tests/exercise_mutants/ch04.py holds it as `left_as_it_was`). The test models have dropout 0.3 and are
 # left in training mode, as a model is after a training loop.
 
-def _dropout_model(seed):
-    return small_model(seed, dropout=0.3).train()
-
-
 @torch.no_grad()
 def _inference_probs(model, input_ids):
     was_training = model.training
@@ -206,9 +202,9 @@ def _q5_diagnose(args, expected, got):
 q5 = Task(
     name="q5", function="next_token_probs_fixed", title="debug a next-token function", chapter=CHAPTER,
     kind="debug",
-    cases=lambda: [(_dropout_model(51), random_ids(51, 3, 5)), (_dropout_model(52), random_ids(52, 1, 1)),
-                   (_dropout_model(53), random_ids(53, 2, 16)),
-                   (loud(_dropout_model(54)), random_ids(54, 2, 4))],  # logits in the hundreds: exp overflows unshifted
+    cases=lambda: [(dropout_model(51), random_ids(51, 3, 5)), (dropout_model(52), random_ids(52, 1, 1)),
+                   (dropout_model(53), random_ids(53, 2, 16)),
+                   (loud(dropout_model(54)), random_ids(54, 2, 4))],  # logits in the hundreds: exp overflows unshifted
     reference=_inference_probs, diagnose=_q5_diagnose,
     hints=("Call the broken function twice on the same input and compare; then give it a batch of three "
            "rows and look at the shape of what comes back.",

@@ -5,8 +5,8 @@ import torch
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
 from . import watches
-from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, loud, overflowed, random_ids, seeded,
-                     small_model, with_gpt2_eos)
+from .common import (NO_GENERATE, advanced_generator, bigram_table, count_new_tokens, flat_model, loop_case, loop_params,
+                     loud, overflowed, random_ids, small_model, with_gpt2_eos)
 from .feedback import describe, show
 from .generated import Generated
 from .task import Known, Mistake, Task
@@ -189,11 +189,6 @@ q2 = Task(
 )
 
 
-def _bigram_table(seed, V):
-    """A (V, V) table of p(next | current), rows summing to 1, peaked so greedy choices are clear."""
-    return torch.softmax(torch.randn(V, V, generator=seeded(seed)) * 3, dim=-1)
-
-
 def _bigram_greedy(probs, input_ids, max_new_tokens, pick=lambda p, ids: p[ids[:, -1]].argmax(-1)):
     ids = input_ids
     for _ in range(max_new_tokens):
@@ -210,13 +205,13 @@ def _bigram_params():
 
 def _bigram_case(params):
     seed, V, rows, length, n = params
-    return _bigram_table(seed, V), random_ids(seed, rows, length, vocab=V), n
+    return bigram_table(seed, V), random_ids(seed, rows, length, vocab=V), n
 
 
 def _q3_cases():
-    return [(_bigram_table(35, 5), torch.tensor([[1], [4]]), 0), (_bigram_table(36, 5), torch.tensor([[3, 0]]), 1),
-            (_bigram_table(33, 6), torch.tensor([[2]]), 6),
-            (_bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
+    return [(bigram_table(35, 5), torch.tensor([[1], [4]]), 0), (bigram_table(36, 5), torch.tensor([[3, 0]]), 1),
+            (bigram_table(33, 6), torch.tensor([[2]]), 6),
+            (bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
 
 
 q3 = Task(
@@ -246,34 +241,17 @@ def _sample_step(model, input_ids, generator):
     return _append(input_ids, sample(probs, generator=generator))
 
 
-def _advanced(seed):
-    """A generator that has already drawn: its state is not what manual_seed(seed) gives, so reseeding the
-    global random state from it (torch.manual_seed(generator.initial_seed())) draws other tokens."""
-    generator = seeded(seed)
-    torch.rand(10, generator=generator)
-    return generator
-
-
-def _flat_model(seed):
-    """A model over 200 tokens whose next-token distributions have a fat tail (its LM head halved), so
-    that a sampler which drops the tail or reshapes it draws other tokens often enough to be seen."""
-    model = small_model(seed, vocab_size=200)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(0.5)
-    return model
-
-
 def _q4_cases():
     # 256 draws, one per row: enough to tell the right distribution from a near miss. Measured on these
     # inputs, a silent top-k of 50 changes 41 of the 256 tokens, a top-p of 0.9 changes 22 and a
     # temperature of 0.9 changes 19 (with 14 draws, as before, each would often change none).
     # And a batch of one, where .squeeze() breaks.
-    wide = _flat_model(44)
-    return [(small_model(42), random_ids(42, 1, 3), _advanced(1)),
-            (small_model(43), random_ids(43, 8, 5), _advanced(2)),
-            (wide, random_ids(44, 256, 4, vocab=200), _advanced(3)),
+    wide = flat_model(44)
+    return [(small_model(42), random_ids(42, 1, 3), advanced_generator(1)),
+            (small_model(43), random_ids(43, 8, 5), advanced_generator(2)),
+            (wide, random_ids(44, 256, 4, vocab=200), advanced_generator(3)),
             # logits in the hundreds: a softmax by hand without the max shift gives NaN probabilities
-            (loud(small_model(45)), random_ids(45, 3, 4), _advanced(4))]
+            (loud(small_model(45)), random_ids(45, 3, 4), advanced_generator(4))]
 
 
 def _q4_error(args, error):

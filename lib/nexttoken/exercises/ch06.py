@@ -3,7 +3,8 @@
 import torch
 
 from ..generate import generate
-from .common import NO_GENERATE, count_new_tokens, random_ids, seeded, small_model, with_gpt2_eos
+from .common import (NO_GENERATE, count_new_tokens, eos_case, random_ids, right_padded, small_model,
+                     stopping_at_every_step, with_gpt2_eos)
 from .calling import tokens
 from .generated import Generated
 from .task import Known, Mistake, Task
@@ -86,23 +87,7 @@ def _q3_cases():
             (model, prompt[1:2], 6, never, produced),
             # rows finishing at steps 1, 2, 3 and 4, once with pad != EOS and once with pad == EOS (there a
             # flag that is not kept, finished = next == EOS, stays True only because the pads are EOS)
-            _stopping_at_every_step(91, 4, pad=0), _stopping_at_every_step(91, 4)]
-
-
-def _stopping_at_every_step(seed: int, rows: int, pad: int | None = None):
-    """(model, input_ids, rows + 2, eos, pad): ``rows`` prompts of 3 tokens, chosen among 64 so that row i
-    first produces the EOS id at step i + 1 and every row starts with another token; pad None: the EOS id."""
-    model, pool = small_model(seed), random_ids(seed, 64, 3)
-    free = generate(model, pool, rows + 2)[:, 3:]
-    for eos in range(50):
-        first = [int(row.tolist().index(eos)) if eos in row else None for row in free]
-        chosen = []
-        for step in range(rows):
-            chosen += [i for i in range(len(pool)) if first[i] == step
-                       and int(free[i, 0]) not in [int(free[c, 0]) for c in chosen]][:1]
-        if len(chosen) == rows:
-            return model, pool[chosen], rows + 2, eos, eos if pad is None else pad
-    raise ValueError(f"no EOS id stops {rows} rows at every step for seed {seed}")
+            stopping_at_every_step(91, 4, pad=0), stopping_at_every_step(91, 4)]
 
 
 def _eos_params():
@@ -114,16 +99,6 @@ def _eos_params():
     return st.tuples(st.integers(0, 999), st.integers(1, 3), st.integers(1, 8)).flatmap(
         lambda p: st.tuples(*map(st.just, p), st.integers(0, 16 - p[2]), st.integers(0, 2), st.integers(0, 99),
                             st.integers(0, 1), st.integers(0, 99)))
-
-
-def _eos_case(params):
-    seed, rows, length, n, eos_kind, eos_pick, pad_kind, pad_pick = params
-    model, prompt = small_model(seed), random_ids(seed, rows, length)
-    produced = generate(model, prompt, max(n, 1))[:, length:].flatten().tolist()
-    in_prompt = int(prompt.flatten()[eos_pick % prompt.numel()])
-    eos = [produced[eos_pick % len(produced)], in_prompt, eos_pick % 50][eos_kind]
-    pad = [produced[pad_pick % len(produced)], pad_pick % 50][pad_kind]
-    return model, prompt, n, eos, pad
 
 
 def _q3_diagnose(args, expected, got):
@@ -187,7 +162,7 @@ def _q3_diagnose(args, expected, got):
 
 q3 = Task(
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
-    cases=_q3_cases, generated=Generated(_eos_params, _eos_case),
+    cases=_q3_cases, generated=Generated(_eos_params, eos_case),
     reference=lambda model, input_ids, max_new_tokens, eos_token_id, pad_token_id: generate(
         model, input_ids, max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id),
     diagnose=_q3_diagnose, forbid=NO_GENERATE,
@@ -204,20 +179,12 @@ def _left(input_ids, attention_mask):
     return input_ids.gather(1, order), attention_mask.gather(1, order)
 
 
-def _right_padded(lengths, T, seed):
-    """Right-padded rows with these numbers of real tokens (ids 1 to 99); the pad slots hold any id, as
-    a tokenizer's pad id may be anything: only the mask says which slots are padding."""
-    ids = torch.randint(1, 100, (len(lengths), T), generator=seeded(seed))
-    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
-    return ids, mask
-
-
 def _q4_cases():
     # Rows 40 wide: an argsort that is not stable reorders equal keys (the real tokens) from about 17 on.
     return [(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]])), (torch.tensor([[8]]), torch.tensor([[1]])),
             (torch.tensor([[11, 12, 13, 0, 0], [21, 22, 23, 24, 25], [0, 0, 31, 32, 33], [41, 0, 0, 0, 0]]),
              torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]])),
-            _right_padded([3, 7], 8, seed=1), _right_padded([25, 40, 2], 40, seed=2)]
+            right_padded([3, 7], 8, seed=1), right_padded([25, 40, 2], 40, seed=2)]
 
 
 def _padding_params():
@@ -231,7 +198,7 @@ def _padding_params():
 
 def _padding_case(params):
     T, lengths, seed = params
-    return _right_padded(lengths, T, seed)
+    return right_padded(lengths, T, seed)
 
 
 def _q4_diagnose(args, expected, got):

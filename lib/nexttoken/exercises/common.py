@@ -125,3 +125,91 @@ def count_new_tokens(ids, n, got):
                "adds one): it generates exactly max_new_tokens tokens")
     raise Mistake(f"you generated {k} new {'token' if k == 1 else 'tokens'} after the prompt of {P}, but "
                   f"max_new_tokens = {n}: {why}")
+
+
+# --- inputs that a chapter's tasks and the held-out cases (held_out.py) both build ---
+
+
+def chain_tables(seed, V, spread=3.0):
+    """(p(x1), p(x2 | x1)): a first-token distribution and a table whose rows differ (peaked by ``spread``),
+    so that drawing x2 without looking at x1 gives frequencies far from the chain rule's."""
+    g = seeded(seed)
+    first = torch.softmax(torch.randn(V, generator=g), dim=-1)
+    return first, torch.softmax(torch.randn(V, V, generator=g) * spread, dim=-1)
+
+
+def with_zeros(scores):
+    """Scores of exactly 0 in the past, on the diagonal and in the future (and a whole row of them): a mask
+    that finds the past or the future by value (== 0, != 0) gets them wrong."""
+    scores = scores.clone()
+    scores[..., 2, 0] = scores[..., 3, 3] = scores[..., 0, 4] = scores[..., 1, 3] = 0.0
+    scores[..., 4, :] = 0.0
+    return scores
+
+
+def left_padded_mask(lengths, T):
+    """The attention mask of left-padded rows holding these numbers of real tokens."""
+    return torch.tensor([[0] * (T - n) + [1] * n for n in lengths])
+
+
+def dropout_model(seed):
+    """A small model with dropout 0.3, left in training mode, as a model is after a training loop."""
+    return small_model(seed, dropout=0.3).train()
+
+
+def bigram_table(seed, V):
+    """A (V, V) table of p(next | current), rows summing to 1, peaked so greedy choices are clear."""
+    return torch.softmax(torch.randn(V, V, generator=seeded(seed)) * 3, dim=-1)
+
+
+def advanced_generator(seed):
+    """A generator that has already drawn: its state is not what manual_seed(seed) gives, so reseeding the
+    global random state from it (torch.manual_seed(generator.initial_seed())) draws other tokens."""
+    generator = seeded(seed)
+    torch.rand(10, generator=generator)
+    return generator
+
+
+def flat_model(seed):
+    """A model over 200 tokens whose next-token distributions have a fat tail (its LM head halved), so
+    that a sampler which drops the tail or reshapes it draws other tokens often enough to be seen."""
+    model = small_model(seed, vocab_size=200)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.5)
+    return model
+
+
+def stopping_at_every_step(seed: int, rows: int, pad: int | None = None):
+    """(model, input_ids, rows + 2, eos, pad): ``rows`` prompts of 3 tokens, chosen among 64 so that row i
+    first produces the EOS id at step i + 1 and every row starts with another token; pad None: the EOS id."""
+    model, pool = small_model(seed), random_ids(seed, 64, 3)
+    free = generate(model, pool, rows + 2)[:, 3:]
+    for eos in range(50):
+        first = [int(row.tolist().index(eos)) if eos in row else None for row in free]
+        chosen = []
+        for step in range(rows):
+            chosen += [i for i in range(len(pool)) if first[i] == step
+                       and int(free[i, 0]) not in [int(free[c, 0]) for c in chosen]][:1]
+        if len(chosen) == rows:
+            return model, pool[chosen], rows + 2, eos, eos if pad is None else pad
+    raise ValueError(f"no EOS id stops {rows} rows at every step for seed {seed}")
+
+
+def eos_case(params):
+    """(model, input_ids, max_new_tokens, eos, pad) from chapter 6's EOS parameters (seed, rows, prompt length,
+    new tokens, which EOS, its pick, which pad, its pick): see ch06's ``_eos_params``."""
+    seed, rows, length, n, eos_kind, eos_pick, pad_kind, pad_pick = params
+    model, prompt = small_model(seed), random_ids(seed, rows, length)
+    produced = generate(model, prompt, max(n, 1))[:, length:].flatten().tolist()
+    in_prompt = int(prompt.flatten()[eos_pick % prompt.numel()])
+    eos = [produced[eos_pick % len(produced)], in_prompt, eos_pick % 50][eos_kind]
+    pad = [produced[pad_pick % len(produced)], pad_pick % 50][pad_kind]
+    return model, prompt, n, eos, pad
+
+
+def right_padded(lengths, T, seed):
+    """Right-padded rows with these numbers of real tokens (ids 1 to 99); the pad slots hold any id, as
+    a tokenizer's pad id may be anything: only the mask says which slots are padding."""
+    ids = torch.randint(1, 100, (len(lengths), T), generator=seeded(seed))
+    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+    return ids, mask

@@ -37,10 +37,6 @@ class Known:
     wrong: Callable
 
 
-class HeldOutMissing(RuntimeError):
-    """Held-out cases asked for in a build of the package that leaves them out."""
-
-
 def grading() -> bool:
     """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
@@ -106,37 +102,11 @@ class Task:
         except (TypeError, ValueError):
             return []
 
-    def held_out_cases(self) -> list[tuple[str, tuple]]:
-        """The grader's held-out inputs of this task, each with its name (exercises/held_out.py)."""
-        try:
-            from . import held_out
-        except ImportError:
-            raise HeldOutMissing("this is a student build of nexttoken: it has no held-out test cases "
-                                 "(grade without --held-out, or install the full package)") from None
-        return held_out.cases_of(f"{self.chapter}.{self.name}")
-
-    def judged_cases(self, held_out: bool = False) -> tuple[list[tuple], dict[int, str]]:
-        """What one grading run sends in and judges: the visible inputs, or with ``held_out`` the held-out
-        ones alone, with {index: name} of them all (the grader runs them in a sandbox of their own)."""
-        if not held_out:
-            return self.cases(), {}
-        named = self.held_out_cases()
-        return [args for _, args in named], {i: name for i, (name, _) in enumerate(named)}
-
-    def held_out_only(self, fn) -> tuple[str, str]:
-        """(status, reason) of ``fn`` on the held-out inputs alone: how much they catch by themselves
-        (tests/exercises/ and scripts/mutate_checks.py --held-out-only measure it)."""
-        named = self.held_out_cases()
-        cases = [args for _, args in named]
-        status, reason, _ = self.judge(self._run_on(fn, cases), cases,
-                                       hidden={i: name for i, (name, _) in enumerate(named)})
-        return status, reason
-
-    def run(self, fn, held_out: bool = False) -> list[tuple[str, object]]:
-        """Call ``fn`` on every test input (and on the held-out ones too, with ``held_out``): a list of
-        ("ok", output), ("not_implemented", ""), ("changed_input", message) or ("error", message). Runs
-        where the learner's code runs."""
-        return self._run_on(fn, self.judged_cases(held_out)[0])
+    def run(self, fn, cases=None) -> list[tuple[str, object]]:
+        """Call ``fn`` on every test input (the task's own, or ``cases``): a list of ("ok", output),
+        ("not_implemented", ""), ("changed_input", message) or ("error", message). Runs where the
+        learner's code runs."""
+        return self._run_on(fn, self.cases() if cases is None else cases)
 
     def _run_on(self, fn, cases) -> list[tuple[str, object]]:
         return run_on(fn, cases, self.forbid, self.watch, self.arg_names)
@@ -282,10 +252,9 @@ class Task:
                 "broke_rule": ("failed", "it broke one of the task's rules")}.get(
                     kind, ("error", "an unknown outcome was recorded"))
 
-    def evaluate(self, outcomes, held_out: bool = False) -> tuple[str, str]:
-        """(status, reason) for outcomes recorded on ``judged_cases(held_out)``, judged against the
-        reference on fresh inputs."""
-        cases, hidden = self.judged_cases(held_out)
+    def evaluate(self, outcomes, cases=None, hidden=None) -> tuple[str, str]:
+        """(status, reason) for outcomes recorded on ``cases`` (the task's own by default; ``hidden`` is
+        {index: name} of the held-out ones among them), judged against the reference on fresh inputs."""
         status, reason, _ = self.judge(outcomes, cases, hidden=hidden)
         return status, reason
 

@@ -15,7 +15,7 @@ import types
 
 from ..exercises import chapter
 from ..exercises.calling import copy_args
-from .judge import JUDGING
+from .judge import JUDGING, judged_cases
 from .wire import pack_order
 
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
@@ -38,7 +38,7 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
 def order_of(task, held_out: bool) -> dict:
     return {"name": task.name, "function": task.function, "arg_names": task.arg_names,
             "forbid": dict(task.forbid), "watch": task.watch.__name__ if task.watch else None,
-            "library": sorted(library_names(task)), "cases": task.judged_cases(held_out)[0]}
+            "library": sorted(library_names(task)), "cases": judged_cases(task, held_out)[0]}
 
 
 def library_names(task) -> set[str]:
