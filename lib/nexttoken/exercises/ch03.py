@@ -223,6 +223,7 @@ def _q3_diagnose(args, expected, got):
 
 
 q3 = Task(
+    rebuilds=("nexttoken.model:Decoder.num_parameters",),
     name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER, kind="predict",
     cases=_config_cases, reference=_num_parameters, diagnose=_q3_diagnose,
     forbid={"Decoder(...)": "predict the count from the configuration alone, without building the model"},

@@ -48,6 +48,7 @@ def _q1_error(args, error):
 
 
 q1 = Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER, errors=_q1_error,
     # case 0: the greedy tokens at positions 0, 1, 2 and 3 all differ, so that reading the wrong position shows
     # before the T = 1 case, where logits[:, -2] raises

@@ -161,6 +161,7 @@ def _q3_diagnose(args, expected, got):
 
 
 q3 = Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(_eos_params, eos_case),
     reference=lambda model, input_ids, max_new_tokens, eos_token_id, pad_token_id: generate(
@@ -263,6 +264,7 @@ def _crop_loop(m, ids, n, window):
 
 
 q5 = Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
     cases=_q5_cases, generated=Generated(_crop_params, _crop_case),
     reference=lambda model, input_ids, max_new_tokens: generate(model, input_ids, max_new_tokens), forbid=NO_GENERATE,

@@ -174,6 +174,7 @@ def _q3_cases():
 
 
 q3 = Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
     reference=lambda model, input_ids, max_new_tokens: generate(model, input_ids, max_new_tokens, use_cache=False),

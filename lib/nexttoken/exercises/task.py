@@ -76,6 +76,9 @@ class Task:
     # (args, the error's text) -> a message naming the mistake that raises it, or None: an error that says
     # only what broke (a shape mismatch deep in torch) then says why too.
     errors: Callable | None = None
+    # "module:qualname" of the library functions the answer rebuilds (the reference is, or wraps, one of
+    # them): the grader's sandbox watches for calls to them and reports them (the CSV's library_calls).
+    rebuilds: tuple[str, ...] = ()
     _failing: int | None = field(default=None, repr=False)
     _failing_args: tuple | None = field(default=None, repr=False)
     _tries: int = field(default=0, repr=False)  # failed checks so far (a predict task reveals after PREDICT_TRIES)
