@@ -5,11 +5,11 @@ import torch
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
 from . import watches
-from .common import (NO_GENERATE, advanced_generator, bigram_table, count_new_tokens, flat_model, loop_case, loop_params,
-                     loud, overflowed, random_ids, small_model, with_gpt2_eos)
+from .common import (NO_GENERATE, advanced_generator, bigram_table, count_new_tokens, flat_model, loop_case,
+                     loop_params, loud, overflowed, random_ids, small_model, with_gpt2_eos)
 from .feedback import describe, show
 from .generated import Generated
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
@@ -47,7 +47,7 @@ def _q1_error(args, error):
                 "torch.cat([input_ids, next_token[:, None]], dim=1)")
 
 
-q1 = Task(
+q1 = Question(Task(
     rebuilds=("nexttoken.generate:generate",),
     name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER, errors=_q1_error,
     # case 0: the greedy tokens at positions 0, 1, 2 and 3 all differ, so that reading the wrong position shows
@@ -75,7 +75,7 @@ q1 = Task(
     hints=("Five operations: forward, slice, softmax, select, append.",
            "The selected ids have one entry per row, shape (B,); the sequence is (B, T).",
            "Make the new ids a column (next_token[:, None]) and torch.cat it after input_ids along the time axis."),
-)
+))
 
 
 def _new_token_log_prob(model, ids, P):
@@ -146,7 +146,7 @@ def _product(scores):
     return torch.stack(scores).prod(dim=0)
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="generate_greedy", title="the generation loop, scored by the chain rule", chapter=CHAPTER,
     cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(11), random_ids(11, 2, 3), 1),
                    (small_model(70), random_ids(70, 1, 3), 5), (small_model(83), random_ids(83, 3, 2), 8),
@@ -168,7 +168,8 @@ q2 = Task(
               _scored_loop(_log_p, pick=lambda logits: logits[:, 0])),
         Known("log_prob is the product of the chosen tokens' probabilities, p(new tokens | prompt) itself: the "
               "task asks for its log, the sum of their log-probabilities (a product of many factors below 1 "
-              "underflows, chapter 1)", _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t), _product, empty=1.0)),
+              "underflows, chapter 1)",
+              _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t), _product, empty=1.0)),
         Known("log_prob adds up probabilities: the chain rule multiplies them, so in log space it adds their "
               "logs. Sum torch.log_softmax(...) of each chosen token",
               _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t))),
@@ -187,7 +188,7 @@ q2 = Task(
            "once that is log_probs[torch.arange(B), token] (log_probs[:, token] would be (B, B)).",
            "log_probs = torch.log_softmax(model(ids)[:, -1, :], dim=-1); token = log_probs.argmax(-1); "
            "total += log_probs.gather(-1, token[:, None])[:, 0]; then append the token."),
-)
+))
 
 
 def _bigram_greedy(probs, input_ids, max_new_tokens, pick=lambda p, ids: p[ids[:, -1]].argmax(-1)):
@@ -215,7 +216,7 @@ def _q3_cases():
             (bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
 
 
-q3 = Task(
+q3 = Question(Task(
     name="q3", function="generate_from_bigram", title="the loop on chapter 1's bigram model", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(_bigram_params, _bigram_case), reference=_bigram_greedy,
     diagnose=lambda args, expected, got: count_new_tokens(args[1], args[2], got),
@@ -233,7 +234,7 @@ q3 = Task(
     hints=("The loop is chapter 5's; only the 'model' changed. What does a bigram model read from the context?",
            "probs[a] is the distribution of the token after a; the context's last token is ids[:, -1].",
            "Each step: probs[ids[:, -1]] gives (B, V); argmax(dim=-1); append as a column."),
-)
+))
 
 
 @torch.no_grad()
@@ -272,7 +273,7 @@ def _q4_diagnose(args, expected, got):
                       "logits as they are (no top-k, top-p or temperature here)")
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
     cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, errors=_q4_error,
     watch=watches.draws_from_generator,
@@ -287,7 +288,7 @@ q4 = Task(
            "torch.multinomial(probs, num_samples=1, generator=generator) draws one id per row of probs (B, V).",
            "Same five operations as generation_step, with multinomial instead of argmax; its result is "
            "(B, 1), already a column."),
-)
+))
 
 
 # q5 (open): greedy is not a search. Find, for a given model, a prompt and a 4-token continuation whose first
@@ -353,7 +354,7 @@ def _q5_verify(args, got):
     return None
 
 
-q5 = Task(
+q5 = Question(Task(
     name="q5", function="greedy_trap", title="find where greedy is not the most probable", chapter=CHAPTER,
     kind="open", cases=lambda: [(small_model(55),), (small_model(56),), (small_model(57, vocab_size=20),)],
     reference=_find_trap, verify=_q5_verify,
@@ -363,4 +364,4 @@ q5 = Task(
            "try each other first token, continue it greedily for 3 more, and compare sums. Try several prompts.",
            "Score a continuation with one forward pass over prompt + continuation: log_softmax, then pick "
            "each continuation token's entry at the position before it, and sum. Loop over one-token prompts."),
-)
+))

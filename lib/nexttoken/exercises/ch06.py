@@ -7,7 +7,7 @@ from .common import (NO_GENERATE, count_new_tokens, eos_case, random_ids, right_
                      stopping_at_every_step, with_gpt2_eos)
 from .calling import tokens
 from .generated import Generated
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5", "q6"]
@@ -17,7 +17,7 @@ def _update(finished, next_tokens, eos_token_id):
     return finished | (next_tokens == eos_token_id)
 
 
-q1 = Task(
+q1 = Question(Task(
     name="q1", function="update_finished", title="which rows have finished", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([False, False, True]), torch.tensor([7, 3, 5]), 3),
                    (torch.tensor([False]), torch.tensor([0]), 0), (torch.tensor([True]), torch.tensor([4]), 0),
@@ -38,14 +38,14 @@ q1 = Task(
            "It was already finished, or its new token is the EOS id; a comparison of a tensor with an int "
            "gives a bool tensor.",
            "Combine the old flags and (next_tokens == eos_token_id) with |, returning a new tensor."),
-)
+))
 
 
 def _pad(next_tokens, finished, pad_token_id):
     return torch.where(finished, pad_token_id, next_tokens)
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="pad_finished", title="padding finished rows", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([4, 9, 2]), torch.tensor([False, True, False]), 0),
                    (torch.tensor([5]), torch.tensor([True]), 7),
@@ -63,7 +63,7 @@ q2 = Task(
     hints=("Each row either keeps its token or gets padding, depending on its flag.",
            "The flags are the ones from *before* this step: a row that writes EOS now keeps it.",
            "torch.where(condition, value_if_true, value_if_false) picks per row, and an int broadcasts."),
-)
+))
 
 
 def _q3_cases():
@@ -160,7 +160,7 @@ def _q3_diagnose(args, expected, got):
                       "finished: run max_new_tokens steps (range(max_new_tokens)) unless every row produced EOS")
 
 
-q3 = Task(
+q3 = Question(Task(
     rebuilds=("nexttoken.generate:generate",),
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(_eos_params, eos_case),
@@ -172,7 +172,7 @@ q3 = Task(
            "update the flags.",
            "Pad with torch.where(finished, pad_token_id, next_tokens) (question 2's pad_finished), append, "
            "then update the flags with your update_finished, and break when finished.all()."),
-)
+))
 
 
 def _left(input_ids, attention_mask):
@@ -207,7 +207,7 @@ def _q4_diagnose(args, expected, got):
         raise Mistake("return two tensors, (input_ids, attention_mask), both left-padded")
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="to_left_padding", title="right padding to left padding", chapter=CHAPTER,
     cases=_q4_cases, generated=Generated(_padding_params, _padding_case), reference=_left, diagnose=_q4_diagnose,
     known=[
@@ -230,7 +230,7 @@ q4 = Task(
            "original order. The same reordering applies to the ids and the mask.",
            "A *stable* sort of each row of attention_mask (torch.argsort(..., stable=True)) gives that order; "
            "apply it to both tensors with .gather(1, order)."),
-)
+))
 
 
 def _q5_cases():
@@ -263,7 +263,7 @@ def _crop_loop(m, ids, n, window):
     return ids
 
 
-q5 = Task(
+q5 = Question(Task(
     rebuilds=("nexttoken.generate:generate",),
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
     cases=_q5_cases, generated=Generated(_crop_params, _crop_case),
@@ -283,7 +283,7 @@ q5 = Task(
            "Before each forward pass, keep only the last L = model.config.context_length tokens; the sequence "
            "you give back still grows by one token a step.",
            "logits = model(ids[:, -L:]) inside chapter 5's loop; append to ids, not to the window."),
-)
+))
 
 
 # q6 (predict): the layout of a finished batch. Given the step at which each row first produces EOS, which of
@@ -311,7 +311,7 @@ def _q6_diagnose(args, expected, got):
                           "a row that never produces EOS, or produces it after max_new_tokens, keeps it going")
 
 
-q6 = Task(
+q6 = Question(Task(
     name="q6", function="pad_layout", title="predict the padding of a finished batch", chapter=CHAPTER,
     kind="predict",
     cases=lambda: [([5, 9, 12], 15), ([3], 3), ([None, 2], 4), ([1, 1], 6), ([7, None, 2], 5), ([2, 4], 0),
@@ -329,4 +329,4 @@ q6 = Task(
            "step s (counting from 1) holds real tokens up to and including step s, padding after it.",
            "width = max(eos_steps) if every row has an EOS step <= max_new_tokens, else max_new_tokens; row r "
            "is True at slot index i (step i + 1) when i + 1 > its EOS step."),
-)
+))

@@ -126,7 +126,8 @@ def _ch02_q4():
 
 @held_out("ch02.q5")
 def _ch02_q5():
-    return [("T = 2, j = 1", (2, 1)), ("T = 9, j = 3", (9, 3)), ("the last of 16", (16, 15)), ("T = 12, j = 0", (12, 0))]
+    return [("T = 2, j = 1", (2, 1)), ("T = 9, j = 3", (9, 3)), ("the last of 16", (16, 15)),
+            ("T = 12, j = 0", (12, 0))]
 
 
 # --- chapter 3: the forward pass ---
@@ -211,7 +212,8 @@ def _ch05_q1():
 def _loops(first_seed: int):
     """Loop inputs (model, input_ids, max_new_tokens): from one token to the window, 0 to 15 new tokens."""
     shapes = [("two rows, 1 token, 15 new", 2, 1, 15), ("16 tokens, 0 new", 1, 16, 0),
-              ("four rows of six, 10 new", 4, 6, 10), ("2 tokens, 1 new", 1, 2, 1), ("three rows of 4, 12 new", 3, 4, 12)]
+              ("four rows of six, 10 new", 4, 6, 10), ("2 tokens, 1 new", 1, 2, 1),
+              ("three rows of 4, 12 new", 3, 4, 12)]
     return [(name, (small_model(first_seed + i), random_ids(first_seed + i, rows, length), n))
             for i, (name, rows, length, n) in enumerate(shapes)]
 
@@ -349,7 +351,8 @@ def _ch06_q6():
 @held_out("ch07.q1")
 def _ch07_q1():
     return [("an empty cache, three rows, a window of two", (None, randn(701, 3, 1, 1, 5), 2)),
-            ("seven cached positions, three heads, a window of eight", (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4), 8)),
+            ("seven cached positions, three heads, a window of eight",
+             (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4), 8)),
             ("a full window of seven", (randn(708, 2, 3, 7, 4), randn(709, 2, 3, 1, 4), 7)),
             ("three new positions at once into a window of four", (randn(704, 1, 2, 2, 6), randn(705, 1, 2, 3, 6), 4)),
             ("one head, ten cached, a window of ten", (randn(706, 1, 1, 10, 3), randn(707, 1, 1, 1, 3), 10)),
@@ -358,7 +361,8 @@ def _ch07_q1():
 
 
 def _qkv(seed, batch, heads, kv_heads, T, d, scale=1.0):
-    return tuple(randn(seed + i, batch, h, t, d) * scale for i, (h, t) in enumerate(((heads, 1), (kv_heads, T), (kv_heads, T))))
+    shapes = ((heads, 1), (kv_heads, T), (kv_heads, T))
+    return tuple(randn(seed + i, batch, h, t, d) * scale for i, (h, t) in enumerate(shapes))
 
 
 @held_out("ch07.q2")

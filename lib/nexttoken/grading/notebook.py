@@ -83,7 +83,7 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
                   budget_end: float) -> None:
     """The tasks that passed on their visible inputs, run again on their held-out inputs alone, in runs of
     their own: the runs that showed the learner's text never held a held-out input. What these runs say
-    is the check's own words (``Task.judge``: a held-out test by its place, an error by its type); their
+    is the check's own words (``Task.verdict``: a held-out test by its place, an error by its type); their
     cells' errors, stops and library calls are not repeated (the visible runs reported the same cells)."""
     passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
     if not passed:
