@@ -46,7 +46,7 @@ from pathlib import Path
 
 import torch
 
-from nexttoken.exercises import CHAPTERS, chapter, solutions
+from nexttoken.exercises import CHAPTERS, chapter, held_out, solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "scripts" / "equivalent_mutants.txt"
@@ -161,7 +161,7 @@ def killed(task, fn, held_out_only: bool = False) -> tuple[bool, str]:
     signal.alarm(SECONDS_PER_MUTANT)
     try:
         torch.manual_seed(0)
-        status, reason = task.held_out_only(fn) if held_out_only else task.evaluate(task.run(fn))
+        status, reason = held_out.held_out_only(task, fn) if held_out_only else task.evaluate(task.run(fn))
     except TookTooLong:
         return True, "timed out"
     finally:

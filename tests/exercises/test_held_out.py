@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nexttoken.exercises import CHAPTERS, chapter, solutions
-from nexttoken.exercises.held_out import CASES
+from nexttoken.exercises.held_out import CASES, cases_of, held_out_only, judged
 
 TASKS = [(ch, name) for ch in CHAPTERS for name in chapter(ch).TASKS]
 
@@ -33,18 +33,18 @@ def test_every_task_has_held_out_cases_and_nothing_else_does():
 @pytest.mark.parametrize("ch,name", TASKS)
 def test_held_out_cases_are_named_new_and_rebuilt_identically(ch, name):
     task = getattr(chapter(ch), name)
-    held = task.held_out_cases()
+    held = cases_of(task)
     names = [n for n, _ in held]
     assert len(held) >= 3 and all(isinstance(n, str) and n for n in names) and len(set(names)) == len(names)
     visible = task.cases()
     for label, args in held:
         assert not any(same(args, v) for v in visible), f"{ch}.{name} held-out {label!r} is a visible case"
-    again = task.held_out_cases()
+    again = cases_of(task)
     assert all(same(a, b) for (_, a), (_, b) in zip(held, again) if not any(
         isinstance(x, torch.nn.Module) for x in a))  # models are rebuilt, so compared by their outputs below
     solution = solutions(ch)[task.function]
     torch.manual_seed(0)
-    assert task.held_out_only(solution)[0] == "passed"
+    assert held_out_only(task, solution)[0] == "passed"
 
 
 def bank(ch):
@@ -59,13 +59,13 @@ def test_held_out_cases_alone_reject_every_wrong_answer_and_pass_every_right_one
     survivors = []
     for m in bank(ch).MUTANTS:
         torch.manual_seed(0)
-        if getattr(module, m.task).held_out_only(m.fn)[0] == "passed":
+        if held_out_only(getattr(module, m.task), m.fn)[0] == "passed":
             survivors.append(f"{m.task}.{m.name}")
     assert not survivors, f"wrong answers the held-out cases alone let through: {survivors}"
     rejected = []
     for m in bank(ch).CORRECT:
         torch.manual_seed(0)
-        status, reason = getattr(module, m.task).held_out_only(m.fn)
+        status, reason = held_out_only(getattr(module, m.task), m.fn)
         if status != "passed":
             rejected.append(f"{m.task}.{m.name}: {reason}")
     assert not rejected, "\n".join(rejected)
@@ -80,9 +80,9 @@ def tuned_causal_mask(T):
 def test_an_answer_tuned_to_the_visible_cases_fails_the_held_out_ones_without_seeing_them():
     q1 = chapter("ch02").q1
     assert q1.evaluate(q1.run(tuned_causal_mask)) == ("passed", "all 5 tests passed")
-    status, reason = q1.evaluate(q1.run(tuned_causal_mask, held_out=True), held_out=True)
+    status, reason = held_out_only(q1, tuned_causal_mask)
     assert status == "failed"
-    assert f"held-out test 1 of {len(q1.held_out_cases())}" in reason and "not shown" in reason
+    assert f"held-out test 1 of {len(cases_of(q1))}" in reason and "not shown" in reason
     assert "T = 2" not in reason  # its name would say its input
     for shown in ("tensor(", "expected:", "got:", "reproduce", "failing_input"):
         assert shown not in reason, (shown, reason)
@@ -91,8 +91,8 @@ def test_an_answer_tuned_to_the_visible_cases_fails_the_held_out_ones_without_se
 def test_a_right_answer_passes_with_the_held_out_cases_counted():
     q1 = chapter("ch02").q1
     right = solutions("ch02")["causal_mask"]
-    status, reason = q1.evaluate(q1.run(right, held_out=True), held_out=True)
-    count = len(q1.held_out_cases())
+    status, reason = held_out_only(q1, right)
+    count = len(cases_of(q1))
     assert (status, reason) == ("passed", f"all {count} tests passed ({count} of them held out)")
 
 
@@ -104,7 +104,7 @@ def test_an_error_on_a_held_out_case_names_it_without_its_input():
             raise ValueError("pad too big")
         return torch.where(finished, pad_token_id, next_tokens)
 
-    status, reason = q2.evaluate(q2.run(fails_on_big_pad_ids, held_out=True), held_out=True)
+    status, reason = held_out_only(q2, fails_on_big_pad_ids)
     assert status == "error"
     assert reason.startswith("pad_finished(...) on held-out test ") and reason.endswith("it raised ValueError")
     assert "pad too big" not in reason and "tensor(" not in reason and "pad id 50" not in reason
@@ -115,12 +115,12 @@ def test_nothing_of_the_learners_text_is_repeated_on_a_held_out_case():
     returns or raises there could be those inputs (issue 54): the verdict repeats none of it, whatever
     outcome was recorded, and says the exception's type at most."""
     q1 = chapter("ch02").q1
-    count = len(q1.held_out_cases())
+    count = len(cases_of(q1))
     secret = "T=2 T=9 SECRET-HELD-OUT"
     for outcome in (("error", f"ValueError: {secret}"), ("error", f"{secret}: x"), ("broke_rule", secret),
                     ("changed_input", secret), ("ok", secret), ("ok", [secret]), ("missing", secret),
                     ("weird", secret)):
-        status, reason = q1.evaluate([outcome] * count, held_out=True)
+        status, reason = q1.evaluate([outcome] * count, *judged(q1))
         assert status != "passed" and "SECRET" not in reason and "T=2" not in reason, (outcome, reason)
         assert reason.startswith("causal_mask(...) on held-out test 1 of"), reason
 

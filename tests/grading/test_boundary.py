@@ -6,6 +6,10 @@ place; tests/grading/test_grade_boundary.py attacks it through real sandboxes.
 """
 
 import ast
+import importlib
+import os
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -13,9 +17,12 @@ import torch
 
 import nexttoken
 from nexttoken.exercises import CHAPTERS, chapter, solutions
+from nexttoken.exercises.held_out import cases_of
 from nexttoken.grading import sandbox
+from nexttoken.grading.judge import judged_cases
+from nexttoken.grading.orders import work_order
 from nexttoken.grading.sandbox import policy
-from nexttoken.grading.orders import library_names, work_order
+from nexttoken.recorder.calling import copy_args
 from nexttoken.model import Decoder
 from nexttoken.recorder import stand_in
 from nexttoken.recorder.wire import pack_order, unpack_order
@@ -129,9 +136,9 @@ def test_the_work_order_carries_the_inputs_the_judge_uses(name, held_out):
     for sent in order["tasks"]:
         task = getattr(module, sent["name"])
         assert set(sent) == {"name", "function", "arg_names", "forbid", "watch", "library", "cases"}
-        judged = task.judged_cases(held_out)[0]
+        judged = judged_cases(task, held_out)[0]
         assert same(sent["cases"], [tuple(c) for c in judged])
-        assert len(judged) == (len(task.held_out_cases()) if held_out else len(task.cases()))
+        assert len(judged) == (len(cases_of(task)) if held_out else len(task.cases()))
         models = [a for case in sent["cases"] for a in case if isinstance(a, Decoder)]
         built = [a for case in judged for a in case if isinstance(a, Decoder)]
         assert len({id(m) for m in models}) == len({id(m) for m in built})
@@ -149,7 +156,7 @@ def test_the_solutions_pass_on_the_inputs_that_crossed(name):
         task = getattr(module, sent["name"])
         outcomes = run_on(answers[sent["function"]], sent["cases"], sent["forbid"], WATCHES.get(sent["watch"]),
                           sent["arg_names"])
-        assert task.evaluate(outcomes, held_out=True)[0] == "passed", (name, sent["name"])
+        assert task.evaluate(outcomes, *judged_cases(task, True))[0] == "passed", (name, sent["name"])
 
 
 def test_a_packed_order_refuses_an_input_it_has_no_form_for():
@@ -157,9 +164,68 @@ def test_a_packed_order_refuses_an_input_it_has_no_form_for():
         pack_order({"tasks": [{"name": "q1", "cases": [(object(),)]}]})
 
 
+def profiled_library_names(task) -> set[str]:
+    """"module:qualname" of the library functions a task's answer re-implements, found from its code: a
+    nexttoken function (outside nexttoken.exercises and nexttoken.grading) with the task's function name,
+    or one whose result the reference returns as its own (the reference is a thin wrapper of it, e.g.
+    ``lambda T: causal_mask(T)``, even through a decorator such as torch.no_grad), seen by running the
+    reference on the task's first input under a profile hook."""
+    ours = os.path.dirname(os.path.abspath(nexttoken.__file__))
+    exercises = os.path.join(ours, "exercises")
+    outside = ("nexttoken.exercises", "nexttoken.grading")
+    found = set()
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("nexttoken") and not name.startswith(outside):
+            fn = getattr(mod, task.function, None)
+            if isinstance(fn, types.FunctionType) and fn.__code__.co_filename.startswith(ours):
+                found.add(f"{fn.__module__}:{fn.__qualname__}")
+    returned = []
+
+    def called_by_exercises(frame) -> bool:
+        """Called from the task's code, perhaps through wrappers outside nexttoken (torch.no_grad)."""
+        caller = frame.f_back
+        while caller is not None and not caller.f_code.co_filename.startswith(ours):
+            caller = caller.f_back
+        return caller is not None and caller.f_code.co_filename.startswith(exercises)
+
+    def profile(frame, event, arg):
+        name = frame.f_code.co_filename
+        if event == "return" and name.startswith(ours) and not name.startswith(exercises) \
+                and called_by_exercises(frame):
+            returned.append((frame.f_globals.get("__name__", ""), frame.f_code.co_qualname, arg))
+
+    sys.setprofile(profile)
+    try:
+        result = task.reference(*copy_args(task.cases()[0]))
+    except Exception:
+        result = None
+    finally:
+        sys.setprofile(None)
+    return found | {f"{module}:{qualname}" for module, qualname, value in returned
+                    if result is not None and value is result and "<" not in qualname}
+
+
+@pytest.mark.parametrize("name", CHAPTERS)
+def test_each_task_declares_the_library_functions_its_reference_rebuilds(name):
+    """Task.rebuilds, which the work order sends (the sandbox reports calls to them), says what profiling
+    the reference finds: the library function of the task's name, or the one whose result it returns."""
+    module = chapter(name)
+    for task_name in module.TASKS:
+        task = getattr(module, task_name)
+        assert set(task.rebuilds) == profiled_library_names(task), (name, task_name)
+
+
 def test_library_names_resolve_to_the_library():
-    assert "nexttoken.model:causal_mask" in library_names(chapter("ch02").q1)
-    assert "nexttoken.generate:generate" in library_names(chapter("ch06").q5)
+    assert "nexttoken.model:causal_mask" in chapter("ch02").q1.rebuilds
+    assert "nexttoken.generate:generate" in chapter("ch06").q5.rebuilds
+    for name in CHAPTERS:
+        for task_name in chapter(name).TASKS:
+            for rebuilt in getattr(chapter(name), task_name).rebuilds:
+                module, _, qualname = rebuilt.partition(":")
+                target = importlib.import_module(module)
+                for part in qualname.split("."):
+                    target = getattr(target, part)
+                assert callable(target), rebuilt
 
 
 def test_a_sandbox_without_generate_replaces_its_file_and_shows_no_compiled_copy(monkeypatch):

@@ -732,10 +732,10 @@ def test_an_exception_in_evaluate_is_that_tasks_grader_error():
     class Broken:
         name = "q1"
 
-        def judged_cases(self, held_out=False):
-            return [(1,)], {}
+        def cases(self):
+            return [(1,)]
 
-        def evaluate(self, outcomes, held_out=False):
+        def evaluate(self, outcomes, cases=None, hidden=None):
             raise RuntimeError("boom")
 
     assert judge.judge(Broken(), {"outcomes": [["ok", 1]]}) == ("grader_error", "judging q1 failed: "

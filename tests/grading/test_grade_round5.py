@@ -24,6 +24,7 @@ import pytest
 from test_grade import CH02_GOOD as GOOD
 
 from nexttoken.exercises import chapter
+from nexttoken.exercises.held_out import cases_of
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
@@ -39,7 +40,7 @@ REST = ["def mask_scores(scores):\n    T = scores.shape[-1]\n"
         f"    return {TRIL} & attention_mask.bool()[:, None, :]\n",
         GOOD["changed_positions"]]
 VISIBLE_T = sorted(args[0] for args in chapter("ch02").q1.cases())
-HELD_OUT_T = sorted(args[0] for _, args in chapter("ch02").q1.held_out_cases())
+HELD_OUT_T = sorted(args[0] for _, args in cases_of(chapter("ch02").q1))
 # The work order in the recorder's frames: the Ts of every case of q1 this run holds.
 FIND_TS = ("    import sys as _s\n    f = _s._getframe()\n    while f is not None and not isinstance(f.f_locals.get('order'), dict):\n"
            "        f = f.f_back\n    ts = sorted(c[0] for t in f.f_locals['order']['tasks'] if t['name'] == 'q1' "

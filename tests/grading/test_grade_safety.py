@@ -213,10 +213,10 @@ def test_judging_that_runs_out_of_memory_is_that_tasks_grader_error():
     class Greedy:
         name = "q1"
 
-        def judged_cases(self, held_out=False):
-            return [(1,)], {}
+        def cases(self):
+            return [(1,)]
 
-        def evaluate(self, outcomes, held_out=False):
+        def evaluate(self, outcomes, cases=None, hidden=None):
             return "passed", str(len(bytearray(8 * 1024 ** 3)))  # far past JUDGE_MEMORY_MB
 
     status, reason = judge.judge(Greedy(), {"outcomes": [["ok", 1]]})

@@ -5,14 +5,13 @@ import math
 import torch
 
 from ..recorder import watches
-from .common import random_ids, seeded
+from .common import chain_tables, random_ids, seeded
 from ..recorder.calling import counted
 from .feedback import describe, side_by_side
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch01"
 TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q3", "q4"]  # tasks the chapter does not show line by line
 
 
 def _q1_cases():
@@ -52,7 +51,7 @@ def _q1_diagnose(args, expected, got):
         raise Mistake("you summed over the batch (dim=0); each sequence is a row: sum over dim=-1")
 
 
-q1 = Task(
+q1 = Question(Task(
     name="q1", function="log_prob_from_step_probs", title="log-probability of a sequence", chapter=CHAPTER,
     cases=_q1_cases, reference=_q1_reference, diagnose=_q1_diagnose,
     known=[
@@ -72,7 +71,7 @@ q1 = Task(
     hints=("The log turns the product of the chain rule into something easier to add up.",
            "log(a * b * c) = log a + log b + log c; each row of step_probs is one sequence.",
            "Take the natural log elementwise, then reduce over the last dimension."),
-)
+))
 
 
 def _q2_cases():
@@ -112,7 +111,7 @@ def _gather(scores, ids):
     return scores.gather(-1, ids[..., None]).squeeze(-1)
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="token_log_probs_from_logits", title="per-token log-probabilities (teacher forcing)",
     chapter=CHAPTER, cases=_q2_cases, reference=_q2_reference, diagnose=_q2_diagnose,
     known=[
@@ -133,7 +132,7 @@ q2 = Task(
            "Position t - 1 predicts token t: pair logits[:, :-1] with the targets input_ids[:, 1:].",
            "Normalise each position's logits into log-probabilities over the vocabulary, then pick the "
            "target's entry with .gather on the last dimension (it needs an index with a trailing 1)."),
-)
+))
 
 
 def _q3_cases():
@@ -151,7 +150,7 @@ def _perplexity(token_log_probs):
     return torch.exp(-token_log_probs.mean(dim=-1))
 
 
-q3 = Task(
+q3 = Question(Task(
     name="q3", function="perplexity", title="perplexity from token log-probabilities", chapter=CHAPTER,
     cases=_q3_cases, reference=_perplexity,
     known=[
@@ -175,20 +174,12 @@ q3 = Task(
            "tokens: which average of the log-probabilities gives that?",
            "It is the exponential of the cross-entropy, the mean negative log-probability per token.",
            "Average each row over its tokens (dim=-1), negate, exponentiate."),
-)
+))
 
 
 # q4 (empirical): the chain rule, measured. Sampling a text token by token, each token from p(x_t | x<t),
 # draws whole texts with probability p(x1) p(x2 | x1): counted over many draws, the frequencies of the
 # two-token texts approach those products.
-
-def _chain(seed, V, spread=3.0):
-    """(p(x1), p(x2 | x1)): a first-token distribution and a table whose rows differ (peaked by ``spread``),
-    so that drawing x2 without looking at x1 gives frequencies far from the chain rule's."""
-    g = seeded(seed)
-    first = torch.softmax(torch.randn(V, generator=g), dim=-1)
-    return first, torch.softmax(torch.randn(V, V, generator=g) * spread, dim=-1)
-
 
 def _joint_frequencies(first_probs, next_probs, n_draws, generator):
     x1 = torch.multinomial(first_probs, n_draws, replacement=True, generator=generator)
@@ -201,9 +192,9 @@ SIGMAS = 5  # each frequency within 5 standard deviations of its probability (pl
 
 
 def _q4_cases():
-    return [(*_chain(11, 4), 10_000, seeded(1)), (*_chain(12, 2), 10_000, seeded(2)),
-            (*_chain(13, 6, spread=1.0), 20_000, seeded(3)), (*_chain(14, 3), 1, seeded(4)),
-            (*_chain(15, 5), 7, seeded(5))]
+    return [(*chain_tables(11, 4), 10_000, seeded(1)), (*chain_tables(12, 2), 10_000, seeded(2)),
+            (*chain_tables(13, 6, spread=1.0), 20_000, seeded(3)), (*chain_tables(14, 3), 1, seeded(4)),
+            (*chain_tables(15, 5), 7, seeded(5))]
 
 
 def _q4_verify(args, got):
@@ -255,7 +246,7 @@ def _outer_of_marginals(first, table, n, generator):
     return f.sum(1)[:, None] * f.sum(0)[None, :]
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="joint_frequencies", title="the chain rule, measured by sampling", chapter=CHAPTER,
     kind="empirical", cases=_q4_cases, reference=_joint_frequencies, verify=_q4_verify, watch=watches.draws_from,
     known=[
@@ -280,4 +271,4 @@ q4 = Task(
            "token from each row.",
            "Count the pairs: torch.bincount(x1 * V + x2, minlength=V * V).reshape(V, V), then divide by "
            "n_draws (a float tensor)."),
-)
+))

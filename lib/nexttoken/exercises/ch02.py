@@ -6,12 +6,11 @@ import torch
 
 from ..model import causal_mask as library_causal_mask
 from ..recorder import watches
-from .common import random_ids, seeded, small_model
-from .task import Known, Mistake, Task
+from .common import left_padded_mask, overflowed, random_ids, seeded, small_model, with_zeros
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch02"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q4", "q5"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
@@ -24,7 +23,8 @@ def _q1_diagnose(args, expected, got):
             raise Mistake("a position cannot see itself: the diagonal (j == i) must be True (j <= i, not j < i)")
 
 
-q1 = Task(
+q1 = Question(Task(
+    rebuilds=("nexttoken.model:causal_mask",),
     name="q1", function="causal_mask", title="the causal mask", chapter=CHAPTER,
     cases=lambda: [(1,), (3,), (6,), (17,), (40,)],  # 17 and 40: wider than any small fixed table
     # not the library's causal_mask: the watch makes it raise while the function checked runs
@@ -44,21 +44,12 @@ q1 = Task(
            "The visible entries form a triangle that includes the diagonal; torch has a function that keeps "
            "one triangle of a matrix.",
            "Start from a (T, T) table of True (dtype=torch.bool) and keep its lower triangle."),
-)
+))
 
 
 def _masked(scores):
     T = scores.shape[-1]
     return scores.masked_fill(~library_causal_mask(T), float("-inf"))
-
-
-def with_zeros(scores):
-    """Scores of exactly 0 in the past, on the diagonal and in the future (and a whole row of them): a mask
-    that finds the past or the future by value (== 0, != 0) gets them wrong."""
-    scores = scores.clone()
-    scores[..., 2, 0] = scores[..., 3, 3] = scores[..., 0, 4] = scores[..., 1, 3] = 0.0
-    scores[..., 4, :] = 0.0
-    return scores
 
 
 def _future_by_value(scores):
@@ -93,7 +84,7 @@ def _q2_diagnose(args, expected, got):
         raise Mistake("some future scores (j > i) are not -inf: fill every entry with j > i with float('-inf')")
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="mask_scores", title="masking the attention scores", chapter=CHAPTER,
     cases=lambda: [(torch.randn(3, 3, generator=seeded(1)),), (torch.randn(1, 1, generator=seeded(3)),),
                    (torch.randn(2, 4, 5, 5, generator=seeded(2)),), (torch.randn(2, 20, 20, generator=seeded(4)),),
@@ -115,7 +106,7 @@ q2 = Task(
            "Build the mask for T = scores.shape[-1] with your causal_mask; it broadcasts over leading dims.",
            "Tensor.masked_fill puts a value wherever a bool mask is True: you want the future, so ~mask. "
            "Return a new tensor; the caller's scores stay as they were."),
-)
+))
 
 
 def _scores(q, k):
@@ -136,9 +127,7 @@ def _q3_diagnose(args, expected, got):
     if got.shape != expected.shape or not got.is_floating_point() or not torch.isnan(got).any():
         return
     if _scores(q, k).max() > 88:
-        raise Mistake(f"NaN: the scores reach {float(_scores(q, k).max()):.0f}, and exp of anything above 88 "
-                      "overflows float32 to inf (inf / inf is NaN). Subtract each row's maximum before exp, or "
-                      "use torch.softmax, which does")
+        raise Mistake(f"NaN: {overflowed('scores', float(_scores(q, k).max()))}")
     if torch.allclose(got, _diagonal_hidden(q, k), atol=1e-4, equal_nan=True):
         raise Mistake("row 0 is NaN: query 0's only key is itself, and your mask hides it, so its softmax is "
                       "over nothing but -inf. The bug is in causal_mask (q1: the diagonal must be True), not here")
@@ -147,7 +136,7 @@ def _q3_diagnose(args, expected, got):
                   "mask_scores), then take the softmax over the keys (dim=-1)")
 
 
-q3 = Task(
+q3 = Question(Task(
     name="q3", function="attention_weights", title="causal attention weights", chapter=CHAPTER,
     cases=lambda: [(torch.randn(4, 8, generator=seeded(3)), torch.randn(4, 8, generator=seeded(4))),
                    (torch.randn(1, 8, generator=seeded(7)), torch.randn(1, 8, generator=seeded(8))),  # T = 1
@@ -163,8 +152,10 @@ q3 = Task(
         Known("the mask is inverted: -inf went on the past and the diagonal (where causal_mask(T) is True), so "
               "each query attends to its future only, and the last query, which has none, gets NaN. Mask the "
               "future, ~causal_mask(T)",
-              lambda q, k: torch.softmax(_scores(q, k).masked_fill(library_causal_mask(q.shape[-2]), float("-inf")), -1)),
-        Known("scores of exactly 0 were masked: you found the future by value (a 0 left by tril); mask by position with ~causal_mask(T) before the softmax",
+              lambda q, k: torch.softmax(
+                  _scores(q, k).masked_fill(library_causal_mask(q.shape[-2]), float("-inf")), -1)),
+        Known("scores of exactly 0 were masked: you found the future by value (a 0 left by tril); mask by position "
+              "with ~causal_mask(T) before the softmax",
               lambda q, k: torch.softmax(_past_by_value(_scores(q, k)), -1)),
         Known("a future score of exactly 0 got weight: you found the future by value (!= 0); mask by position",
               lambda q, k: torch.softmax(_future_by_value(_scores(q, k)), -1)),
@@ -190,17 +181,12 @@ q3 = Task(
            "scores, before the softmax.",
            "q @ k.transpose(-2, -1) has shape (..., T, T); after your mask_scores, softmax over the keys, "
            "which are the last dimension."),
-)
+))
 
 
 def _padded(attention_mask):
     T = attention_mask.shape[-1]
     return library_causal_mask(T) & attention_mask.bool()[:, None, :]
-
-
-def _left_padded(lengths, T):
-    """The attention mask of left-padded rows holding these numbers of real tokens."""
-    return torch.tensor([[0] * (T - n) + [1] * n for n in lengths])
 
 
 def _q4_diagnose(args, expected, got):
@@ -211,11 +197,11 @@ def _q4_diagnose(args, expected, got):
                       "result is (B, T, T): index the attention mask per row")
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="padded_causal_mask", title="the causal mask of a left-padded batch", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([[0, 1, 1]]),), (torch.tensor([[1]]),), (torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]]),),
                    (torch.tensor([[0, 0, 0, 1, 1], [1, 1, 1, 1, 1], [0, 1, 1, 1, 1]]),),
-                   (_left_padded([13, 20, 1], 20),)],  # wider than any small fixed table
+                   (left_padded_mask([13, 20, 1], 20),)],  # wider than any small fixed table
     reference=_padded, diagnose=_q4_diagnose,
     known=[
         Known("padding is visible: a pad slot (attention_mask 0) must be hidden as a *key* from every query",
@@ -235,7 +221,7 @@ q4 = Task(
            "(column) only.",
            "Combine a (T, T) causal mask with attention_mask reshaped to (B, 1, T) using &; broadcasting gives "
            "(B, T, T)."),
-)
+))
 
 
 # q5 (predict): which positions' logits change when one token changes? The learner predicts from the
@@ -261,7 +247,7 @@ def _q5_diagnose(args, expected, got):
                           "of the mask is visible)")
 
 
-q5 = Task(
+q5 = Question(Task(
     name="q5", function="changed_positions", title="predict which logits change", chapter=CHAPTER, kind="predict",
     # positions from 0; a model of 16 positions. (6, 2) comes before any j = 0: there the past of j (<= j) and
     # j alone (== j) are one position, so a reversed direction would be shown on an input that hides it
@@ -280,4 +266,4 @@ q5 = Task(
     hints=("Row t of the causal mask lists which tokens position t reads.",
            "Position t reads tokens 0 to t. Which positions have token j among those?",
            "Return a bool tensor of length T: True at t when j <= t (torch.arange(T) >= j)."),
-)
+))

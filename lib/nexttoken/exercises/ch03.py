@@ -4,11 +4,10 @@ import torch
 
 from ..model import Decoder, DecoderConfig, causal_mask
 from .common import embed_with_positions, random_ids, run_blocks, small_model
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch03"
 TASKS = ["q1", "q2", "q3"]
-TRANSFER = ["q3"]  # tasks the chapter does not show line by line
 
 
 @torch.no_grad()
@@ -43,7 +42,7 @@ def _q1_error(args, error):
         return POSITIONS_BY_ID
 
 
-q1 = Task(
+q1 = Question(Task(
     name="q1", function="embed", title="token + position embeddings", chapter=CHAPTER,
     cases=_cases, reference=torch.no_grad()(embed_with_positions), diagnose=_q1_diagnose, errors=_q1_error,
     known=[
@@ -63,7 +62,7 @@ q1 = Task(
            "The position of token t is t, counting from 0; its vector comes from model.position_embedding.",
            "Look up both tables (token ids in one, torch.arange(T) in the other) and add: (T, d_model) "
            "broadcasts over the batch."),
-)
+))
 
 
 def _q2_diagnose(args, expected, got):
@@ -101,8 +100,8 @@ def _norm_each_block(m, ids):
 
 def _q2_error(args, error):
     if "must be Tensor, not tuple" in error:
-        return ("a block returns a pair, (its output, its attention weights), and the pair itself went on into the next block "
-                "(or the final norm): unpack it, x, _ = block(x, mask)")
+        return ("a block returns a pair, (its output, its attention weights), and the pair itself went on into the "
+                "next block (or the final norm): unpack it, x, _ = block(x, mask)")
 
 
 def _embedding_as_head(m, ids):
@@ -110,7 +109,7 @@ def _embedding_as_head(m, ids):
     return m.final_norm(x) @ m.token_embedding.weight.T
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="forward", title="the whole forward pass", chapter=CHAPTER,
     cases=_cases, reference=_forward, diagnose=_q2_diagnose, errors=_q2_error,
     forbid={"model(...)": "forward builds the pass from the model's parts, without calling model(...) "
@@ -133,7 +132,7 @@ q2 = Task(
     hints=("The residual stream starts as your embeddings and goes through every block in turn.",
            "Each block needs the causal mask for T = input_ids.shape[1], and returns a pair: keep the first.",
            "After the last block, the final norm, then the LM head turns d_model into vocab_size scores."),
-)
+))
 
 
 def _config_cases():
@@ -223,7 +222,8 @@ def _q3_diagnose(args, expected, got):
                   f"of your sum against the shapes of the model's tensors")
 
 
-q3 = Task(
+q3 = Question(Task(
+    rebuilds=("nexttoken.model:Decoder.num_parameters",),
     name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER, kind="predict",
     cases=_config_cases, reference=_num_parameters, diagnose=_q3_diagnose,
     forbid={"Decoder(...)": "predict the count from the configuration alone, without building the model"},
@@ -245,4 +245,4 @@ q3 = Task(
            "embedding table has rows x d_model.",
            "Per block: two LayerNorms, qkv (d -> 3d), proj (d -> d), MLP up (d -> d_ff) and down (d_ff -> d). "
            "Outside the blocks: two tables, a final LayerNorm, and the head (no bias), unless it is tied."),
-)
+))

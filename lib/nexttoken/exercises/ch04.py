@@ -4,12 +4,11 @@ import torch
 
 from ..model import causal_mask
 from ..recorder import watches
-from .common import embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
-from .task import Known, Mistake, Task
+from .common import dropout_model, embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch04"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q4", "q5"]  # tasks the chapter does not show line by line
 
 
 def _q1_diagnose(args, expected, got):
@@ -26,7 +25,7 @@ def _q1_diagnose(args, expected, got):
         raise Mistake("you sliced the vocabulary (logits[..., -1]): the last *position* is the middle axis")
 
 
-q1 = Task(
+q1 = Question(Task(
     name="q1", function="last_logits", title="the last position's logits", chapter=CHAPTER,
     cases=lambda: [(torch.randn(1, 3, 5, generator=seeded(3)),), (torch.randn(1, 1, 4, generator=seeded(4)),),
                    (torch.randn(2, 5, 11, generator=seeded(1)),), (torch.randn(3, 1, 7, generator=seeded(2)),)],
@@ -45,7 +44,7 @@ q1 = Task(
     hints=("Which position predicts a token we do not have yet?",
            "The dimensions are (batch, time, vocabulary): keep all of two of them.",
            "Index with : for every row, -1 for the last time step, : for every token."),
-)
+))
 
 
 @torch.no_grad()
@@ -62,7 +61,7 @@ def _q2_diagnose(args, expected, got):
                       "the vocabulary")
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="next_token_probs", title="next-token probabilities", chapter=CHAPTER,
     cases=lambda: [(small_model(3), random_ids(3, 3, 6)), (small_model(4), random_ids(4, 1, 1)),
                    (small_model(5), random_ids(5, 2, 16)),
@@ -85,7 +84,7 @@ q2 = Task(
     hints=("Forward, slice, normalise: the first half of a generation step.",
            "model(input_ids) gives (B, T, V); chapter 4 keeps one position of it.",
            "softmax over the vocabulary (dim=-1) of the last position's logits."),
-)
+))
 
 
 def _q3_cases():
@@ -106,7 +105,7 @@ def _q3_diagnose(args, expected, got):
                       "maximum of the whole tensor")
 
 
-q3 = Task(
+q3 = Question(Task(
     name="q3", function="stable_softmax", title="a numerically stable softmax", chapter=CHAPTER,
     cases=_q3_cases, reference=lambda logits: torch.softmax(logits, dim=-1), diagnose=_q3_diagnose,
     atol=1e-35,  # relative error only: tiny probabilities must be right too, not merely below 1e-4
@@ -114,7 +113,8 @@ q3 = Task(
                              "Tensor.softmax)"},
     known=[
         Known("you subtracted the minimum; subtract the maximum, so that the largest exponent is exp(0) = 1 and "
-              "nothing overflows", lambda x: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(x - x.amin(-1, keepdim=True)))),
+              "nothing overflows",
+              lambda x: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(x - x.amin(-1, keepdim=True)))),
         Known("you subtracted one maximum of the whole tensor, not one per row: a row far below it underflows "
               "to 0 and 0 / 0 is NaN. Subtract each row's own maximum, not one maximum of the whole tensor",
               lambda x: (lambda e: e / e.sum(-1, keepdim=True))(torch.exp(x - x.max()))),
@@ -128,7 +128,7 @@ q3 = Task(
     hints=("exp(1000) is inf in float32. What can you do to a row of scores that leaves its softmax unchanged?",
            "softmax(x) = softmax(x - c) for any constant c per row; pick c so that the largest exponent is 0.",
            "x - x.max(dim=-1, keepdim=True).values, then exp, then divide by the sum over dim=-1 (keepdim=True)."),
-)
+))
 
 
 @torch.no_grad()
@@ -146,7 +146,7 @@ def _q4_diagnose(args, expected, got):
                       "time axis")
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="last_position_logits", title="an LM head on the last position only", chapter=CHAPTER,
     cases=lambda: [(small_model(21), random_ids(21, 1, 4)), (small_model(23), random_ids(23, 1, 1)),
                    (small_model(22), random_ids(22, 3, 7)), (small_model(24), random_ids(24, 2, 16))],
@@ -154,7 +154,8 @@ q4 = Task(
     known=[
         Known("you kept the first position; the last one predicts the next token",
               lambda m, ids: _last_position_logits(m, ids, slice_at=0)),
-        Known("you skipped the final norm before the LM head", lambda m, ids: _last_position_logits(m, ids, norm=False)),
+        Known("you skipped the final norm before the LM head",
+              lambda m, ids: _last_position_logits(m, ids, norm=False)),
         Known("future positions are visible in the blocks: pass causal_mask(T) to each block (the last "
               "position's output depends on the other positions' earlier layers)",
               lambda m, ids: _last_position_logits(m, ids, mask=False)),
@@ -163,16 +164,12 @@ q4 = Task(
            "position but the last is thrown away. Where in chapter 3's forward pass can you drop the other positions?",
            "Everything up to the final norm needs every position (attention mixes them); the head does not.",
            "Run chapter 3's forward pass up to the blocks, keep x[:, -1, :], then final norm and lm_head."),
-)
+))
 
 
 # q5 (debug): a classmate's next-token function, with two bugs (the notebook hands it out, and its bank
 # tests/exercise_mutants/ch04.py holds it as `left_as_it_was`). The test models have dropout 0.3 and are
 # left in training mode, as a model is after a training loop.
-
-def _dropout_model(seed):
-    return small_model(seed, dropout=0.3).train()
-
 
 @torch.no_grad()
 def _inference_probs(model, input_ids):
@@ -204,12 +201,12 @@ def _q5_diagnose(args, expected, got):
                       "before the forward pass; torch.no_grad() alone does not switch dropout off")
 
 
-q5 = Task(
+q5 = Question(Task(
     name="q5", function="next_token_probs_fixed", title="debug a next-token function", chapter=CHAPTER,
     kind="debug",
-    cases=lambda: [(_dropout_model(51), random_ids(51, 3, 5)), (_dropout_model(52), random_ids(52, 1, 1)),
-                   (_dropout_model(53), random_ids(53, 2, 16)),
-                   (loud(_dropout_model(54)), random_ids(54, 2, 4))],  # logits in the hundreds: exp overflows unshifted
+    cases=lambda: [(dropout_model(51), random_ids(51, 3, 5)), (dropout_model(52), random_ids(52, 1, 1)),
+                   (dropout_model(53), random_ids(53, 2, 16)),
+                   (loud(dropout_model(54)), random_ids(54, 2, 4))],  # logits in the hundreds: exp overflows unshifted
     reference=_inference_probs, diagnose=_q5_diagnose,
     hints=("Call the broken function twice on the same input and compare; then give it a batch of three "
            "rows and look at the shape of what comes back.",
@@ -217,4 +214,4 @@ q5 = Task(
            "rows of the logits are kept.",
            "model.eval() before the forward pass (inside torch.no_grad()), and logits[:, -1, :] instead of "
            "logits[0, -1]."),
-)
+))

@@ -5,15 +5,14 @@ import torch
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
 from ..recorder import watches
-from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, loud, random_ids, seeded,
-                     small_model, with_gpt2_eos)
+from .common import (NO_GENERATE, advanced_generator, bigram_table, count_new_tokens, flat_model, loop_case,
+                     loop_params, loud, overflowed, random_ids, small_model, with_gpt2_eos)
 from .feedback import describe, show
 from .generated import Generated
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch05"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
-TRANSFER = ["q3", "q5"]  # tasks the chapter does not show line by line
 
 
 @torch.no_grad()
@@ -48,7 +47,8 @@ def _q1_error(args, error):
                 "torch.cat([input_ids, next_token[:, None]], dim=1)")
 
 
-q1 = Task(
+q1 = Question(Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q1", function="generation_step", title="one greedy step", chapter=CHAPTER, errors=_q1_error,
     # case 0: the greedy tokens at positions 0, 1, 2 and 3 all differ, so that reading the wrong position shows
     # before the T = 1 case, where logits[:, -2] raises
@@ -75,7 +75,7 @@ q1 = Task(
     hints=("Five operations: forward, slice, softmax, select, append.",
            "The selected ids have one entry per row, shape (B,); the sequence is (B, T).",
            "Make the new ids a column (next_token[:, None]) and torch.cat it after input_ids along the time axis."),
-)
+))
 
 
 def _new_token_log_prob(model, ids, P):
@@ -146,7 +146,7 @@ def _product(scores):
     return torch.stack(scores).prod(dim=0)
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="generate_greedy", title="the generation loop, scored by the chain rule", chapter=CHAPTER,
     cases=lambda: [(small_model(9), random_ids(9, 1, 4), 0), (small_model(11), random_ids(11, 2, 3), 1),
                    (small_model(70), random_ids(70, 1, 3), 5), (small_model(83), random_ids(83, 3, 2), 8),
@@ -168,7 +168,8 @@ q2 = Task(
               _scored_loop(_log_p, pick=lambda logits: logits[:, 0])),
         Known("log_prob is the product of the chosen tokens' probabilities, p(new tokens | prompt) itself: the "
               "task asks for its log, the sum of their log-probabilities (a product of many factors below 1 "
-              "underflows, chapter 1)", _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t), _product, empty=1.0)),
+              "underflows, chapter 1)",
+              _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t), _product, empty=1.0)),
         Known("log_prob adds up probabilities: the chain rule multiplies them, so in log space it adds their "
               "logs. Sum torch.log_softmax(...) of each chosen token",
               _scored_loop(lambda lg, t: _chosen(torch.softmax(lg, -1), t))),
@@ -187,12 +188,7 @@ q2 = Task(
            "once that is log_probs[torch.arange(B), token] (log_probs[:, token] would be (B, B)).",
            "log_probs = torch.log_softmax(model(ids)[:, -1, :], dim=-1); token = log_probs.argmax(-1); "
            "total += log_probs.gather(-1, token[:, None])[:, 0]; then append the token."),
-)
-
-
-def _bigram_table(seed, V):
-    """A (V, V) table of p(next | current), rows summing to 1, peaked so greedy choices are clear."""
-    return torch.softmax(torch.randn(V, V, generator=seeded(seed)) * 3, dim=-1)
+))
 
 
 def _bigram_greedy(probs, input_ids, max_new_tokens, pick=lambda p, ids: p[ids[:, -1]].argmax(-1)):
@@ -211,16 +207,16 @@ def _bigram_params():
 
 def _bigram_case(params):
     seed, V, rows, length, n = params
-    return _bigram_table(seed, V), random_ids(seed, rows, length, vocab=V), n
+    return bigram_table(seed, V), random_ids(seed, rows, length, vocab=V), n
 
 
 def _q3_cases():
-    return [(_bigram_table(35, 5), torch.tensor([[1], [4]]), 0), (_bigram_table(36, 5), torch.tensor([[3, 0]]), 1),
-            (_bigram_table(33, 6), torch.tensor([[2]]), 6),
-            (_bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
+    return [(bigram_table(35, 5), torch.tensor([[1], [4]]), 0), (bigram_table(36, 5), torch.tensor([[3, 0]]), 1),
+            (bigram_table(33, 6), torch.tensor([[2]]), 6),
+            (bigram_table(34, 8), torch.tensor([[0, 5], [3, 1]]), 6)]
 
 
-q3 = Task(
+q3 = Question(Task(
     name="q3", function="generate_from_bigram", title="the loop on chapter 1's bigram model", chapter=CHAPTER,
     cases=_q3_cases, generated=Generated(_bigram_params, _bigram_case), reference=_bigram_greedy,
     diagnose=lambda args, expected, got: count_new_tokens(args[1], args[2], got),
@@ -238,7 +234,7 @@ q3 = Task(
     hints=("The loop is chapter 5's; only the 'model' changed. What does a bigram model read from the context?",
            "probs[a] is the distribution of the token after a; the context's last token is ids[:, -1].",
            "Each step: probs[ids[:, -1]] gives (B, V); argmax(dim=-1); append as a column."),
-)
+))
 
 
 @torch.no_grad()
@@ -247,34 +243,17 @@ def _sample_step(model, input_ids, generator):
     return _append(input_ids, sample(probs, generator=generator))
 
 
-def _advanced(seed):
-    """A generator that has already drawn: its state is not what manual_seed(seed) gives, so reseeding the
-    global random state from it (torch.manual_seed(generator.initial_seed())) draws other tokens."""
-    generator = seeded(seed)
-    torch.rand(10, generator=generator)
-    return generator
-
-
-def _flat_model(seed):
-    """A model over 200 tokens whose next-token distributions have a fat tail (its LM head halved), so
-    that a sampler which drops the tail or reshapes it draws other tokens often enough to be seen."""
-    model = small_model(seed, vocab_size=200)
-    with torch.no_grad():
-        model.lm_head.weight.mul_(0.5)
-    return model
-
-
 def _q4_cases():
     # 256 draws, one per row: enough to tell the right distribution from a near miss. Measured on these
     # inputs, a silent top-k of 50 changes 41 of the 256 tokens, a top-p of 0.9 changes 22 and a
     # temperature of 0.9 changes 19 (with 14 draws, as before, each would often change none).
     # And a batch of one, where .squeeze() breaks.
-    wide = _flat_model(44)
-    return [(small_model(42), random_ids(42, 1, 3), _advanced(1)),
-            (small_model(43), random_ids(43, 8, 5), _advanced(2)),
-            (wide, random_ids(44, 256, 4, vocab=200), _advanced(3)),
+    wide = flat_model(44)
+    return [(small_model(42), random_ids(42, 1, 3), advanced_generator(1)),
+            (small_model(43), random_ids(43, 8, 5), advanced_generator(2)),
+            (wide, random_ids(44, 256, 4, vocab=200), advanced_generator(3)),
             # logits in the hundreds: a softmax by hand without the max shift gives NaN probabilities
-            (loud(small_model(45)), random_ids(45, 3, 4), _advanced(4))]
+            (loud(small_model(45)), random_ids(45, 3, 4), advanced_generator(4))]
 
 
 def _q4_error(args, error):
@@ -282,9 +261,7 @@ def _q4_error(args, error):
     if "probability tensor contains" in error:
         with torch.no_grad():
             largest = float(model(ids)[:, -1].max())
-        return (f"torch.multinomial was given probabilities holding inf or NaN: the logits reach {largest:.0f}, "
-                "and exp of anything above 88 overflows float32 to inf (inf / inf is NaN). Subtract each row's "
-                "maximum before exp, or use torch.softmax, which does")
+        return f"torch.multinomial was given probabilities holding inf or NaN: {overflowed('logits', largest)}"
     return None
 
 
@@ -296,7 +273,7 @@ def _q4_diagnose(args, expected, got):
                       "logits as they are (no top-k, top-p or temperature here)")
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
     cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, errors=_q4_error,
     watch=watches.draws_from_generator,
@@ -311,7 +288,7 @@ q4 = Task(
            "torch.multinomial(probs, num_samples=1, generator=generator) draws one id per row of probs (B, V).",
            "Same five operations as generation_step, with multinomial instead of argmax; its result is "
            "(B, 1), already a column."),
-)
+))
 
 
 # q5 (open): greedy is not a search. Find, for a given model, a prompt and a 4-token continuation whose first
@@ -377,7 +354,7 @@ def _q5_verify(args, got):
     return None
 
 
-q5 = Task(
+q5 = Question(Task(
     name="q5", function="greedy_trap", title="find where greedy is not the most probable", chapter=CHAPTER,
     kind="open", cases=lambda: [(small_model(55),), (small_model(56),), (small_model(57, vocab_size=20),)],
     reference=_find_trap, verify=_q5_verify,
@@ -387,4 +364,4 @@ q5 = Task(
            "try each other first token, continue it greedily for 3 more, and compare sums. Try several prompts.",
            "Score a continuation with one forward pass over prompt + continuation: log_softmax, then pick "
            "each continuation token's entry at the position before it, and sum. Loop over one-token prompts."),
-)
+))

@@ -3,21 +3,21 @@
 import torch
 
 from ..generate import generate
-from .common import NO_GENERATE, count_new_tokens, random_ids, seeded, small_model, with_gpt2_eos
+from .common import (NO_GENERATE, count_new_tokens, eos_case, random_ids, right_padded, small_model,
+                     stopping_at_every_step, with_gpt2_eos)
 from ..recorder.calling import tokens
 from .generated import Generated
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch06"
 TASKS = ["q1", "q2", "q3", "q4", "q5", "q6"]
-TRANSFER = ["q4", "q6"]  # tasks the chapter does not show line by line
 
 
 def _update(finished, next_tokens, eos_token_id):
     return finished | (next_tokens == eos_token_id)
 
 
-q1 = Task(
+q1 = Question(Task(
     name="q1", function="update_finished", title="which rows have finished", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([False, False, True]), torch.tensor([7, 3, 5]), 3),
                    (torch.tensor([False]), torch.tensor([0]), 0), (torch.tensor([True]), torch.tensor([4]), 0),
@@ -38,14 +38,14 @@ q1 = Task(
            "It was already finished, or its new token is the EOS id; a comparison of a tensor with an int "
            "gives a bool tensor.",
            "Combine the old flags and (next_tokens == eos_token_id) with |, returning a new tensor."),
-)
+))
 
 
 def _pad(next_tokens, finished, pad_token_id):
     return torch.where(finished, pad_token_id, next_tokens)
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="pad_finished", title="padding finished rows", chapter=CHAPTER,
     cases=lambda: [(torch.tensor([4, 9, 2]), torch.tensor([False, True, False]), 0),
                    (torch.tensor([5]), torch.tensor([True]), 7),
@@ -63,7 +63,7 @@ q2 = Task(
     hints=("Each row either keeps its token or gets padding, depending on its flag.",
            "The flags are the ones from *before* this step: a row that writes EOS now keeps it.",
            "torch.where(condition, value_if_true, value_if_false) picks per row, and an int broadcasts."),
-)
+))
 
 
 def _q3_cases():
@@ -87,23 +87,7 @@ def _q3_cases():
             (model, prompt[1:2], 6, never, produced),
             # rows finishing at steps 1, 2, 3 and 4, once with pad != EOS and once with pad == EOS (there a
             # flag that is not kept, finished = next == EOS, stays True only because the pads are EOS)
-            _stopping_at_every_step(91, 4, pad=0), _stopping_at_every_step(91, 4)]
-
-
-def _stopping_at_every_step(seed: int, rows: int, pad: int | None = None):
-    """(model, input_ids, rows + 2, eos, pad): ``rows`` prompts of 3 tokens, chosen among 64 so that row i
-    first produces the EOS id at step i + 1 and every row starts with another token; pad None: the EOS id."""
-    model, pool = small_model(seed), random_ids(seed, 64, 3)
-    free = generate(model, pool, rows + 2)[:, 3:]
-    for eos in range(50):
-        first = [int(row.tolist().index(eos)) if eos in row else None for row in free]
-        chosen = []
-        for step in range(rows):
-            chosen += [i for i in range(len(pool)) if first[i] == step
-                       and int(free[i, 0]) not in [int(free[c, 0]) for c in chosen]][:1]
-        if len(chosen) == rows:
-            return model, pool[chosen], rows + 2, eos, eos if pad is None else pad
-    raise ValueError(f"no EOS id stops {rows} rows at every step for seed {seed}")
+            stopping_at_every_step(91, 4, pad=0), stopping_at_every_step(91, 4)]
 
 
 def _eos_params():
@@ -115,16 +99,6 @@ def _eos_params():
     return st.tuples(st.integers(0, 999), st.integers(1, 3), st.integers(1, 8)).flatmap(
         lambda p: st.tuples(*map(st.just, p), st.integers(0, 16 - p[2]), st.integers(0, 2), st.integers(0, 99),
                             st.integers(0, 1), st.integers(0, 99)))
-
-
-def _eos_case(params):
-    seed, rows, length, n, eos_kind, eos_pick, pad_kind, pad_pick = params
-    model, prompt = small_model(seed), random_ids(seed, rows, length)
-    produced = generate(model, prompt, max(n, 1))[:, length:].flatten().tolist()
-    in_prompt = int(prompt.flatten()[eos_pick % prompt.numel()])
-    eos = [produced[eos_pick % len(produced)], in_prompt, eos_pick % 50][eos_kind]
-    pad = [produced[pad_pick % len(produced)], pad_pick % 50][pad_kind]
-    return model, prompt, n, eos, pad
 
 
 def _q3_diagnose(args, expected, got):
@@ -186,9 +160,10 @@ def _q3_diagnose(args, expected, got):
                       "finished: run max_new_tokens steps (range(max_new_tokens)) unless every row produced EOS")
 
 
-q3 = Task(
+q3 = Question(Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q3", function="generate_with_eos", title="a batch loop that stops", chapter=CHAPTER,
-    cases=_q3_cases, generated=Generated(_eos_params, _eos_case),
+    cases=_q3_cases, generated=Generated(_eos_params, eos_case),
     reference=lambda model, input_ids, max_new_tokens, eos_token_id, pad_token_id: generate(
         model, input_ids, max_new_tokens, eos_token_id=eos_token_id, pad_token_id=pad_token_id),
     diagnose=_q3_diagnose, forbid=NO_GENERATE,
@@ -197,7 +172,7 @@ q3 = Task(
            "update the flags.",
            "Pad with torch.where(finished, pad_token_id, next_tokens) (question 2's pad_finished), append, "
            "then update the flags with your update_finished, and break when finished.all()."),
-)
+))
 
 
 def _left(input_ids, attention_mask):
@@ -205,20 +180,12 @@ def _left(input_ids, attention_mask):
     return input_ids.gather(1, order), attention_mask.gather(1, order)
 
 
-def _right_padded(lengths, T, seed):
-    """Right-padded rows with these numbers of real tokens (ids 1 to 99); the pad slots hold any id, as
-    a tokenizer's pad id may be anything: only the mask says which slots are padding."""
-    ids = torch.randint(1, 100, (len(lengths), T), generator=seeded(seed))
-    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
-    return ids, mask
-
-
 def _q4_cases():
     # Rows 40 wide: an argsort that is not stable reorders equal keys (the real tokens) from about 17 on.
     return [(torch.tensor([[5, 6, 0]]), torch.tensor([[1, 1, 0]])), (torch.tensor([[8]]), torch.tensor([[1]])),
             (torch.tensor([[11, 12, 13, 0, 0], [21, 22, 23, 24, 25], [0, 0, 31, 32, 33], [41, 0, 0, 0, 0]]),
              torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 1, 1, 1], [1, 0, 0, 0, 0]])),
-            _right_padded([3, 7], 8, seed=1), _right_padded([25, 40, 2], 40, seed=2)]
+            right_padded([3, 7], 8, seed=1), right_padded([25, 40, 2], 40, seed=2)]
 
 
 def _padding_params():
@@ -232,7 +199,7 @@ def _padding_params():
 
 def _padding_case(params):
     T, lengths, seed = params
-    return _right_padded(lengths, T, seed)
+    return right_padded(lengths, T, seed)
 
 
 def _q4_diagnose(args, expected, got):
@@ -240,7 +207,7 @@ def _q4_diagnose(args, expected, got):
         raise Mistake("return two tensors, (input_ids, attention_mask), both left-padded")
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="to_left_padding", title="right padding to left padding", chapter=CHAPTER,
     cases=_q4_cases, generated=Generated(_padding_params, _padding_case), reference=_left, diagnose=_q4_diagnose,
     known=[
@@ -263,7 +230,7 @@ q4 = Task(
            "original order. The same reordering applies to the ids and the mask.",
            "A *stable* sort of each row of attention_mask (torch.argsort(..., stable=True)) gives that order; "
            "apply it to both tensors with .gather(1, order)."),
-)
+))
 
 
 def _q5_cases():
@@ -296,7 +263,8 @@ def _crop_loop(m, ids, n, window):
     return ids
 
 
-q5 = Task(
+q5 = Question(Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q5", function="generate_cropped", title="generating past the context window", chapter=CHAPTER,
     cases=_q5_cases, generated=Generated(_crop_params, _crop_case),
     reference=lambda model, input_ids, max_new_tokens: generate(model, input_ids, max_new_tokens), forbid=NO_GENERATE,
@@ -315,7 +283,7 @@ q5 = Task(
            "Before each forward pass, keep only the last L = model.config.context_length tokens; the sequence "
            "you give back still grows by one token a step.",
            "logits = model(ids[:, -L:]) inside chapter 5's loop; append to ids, not to the window."),
-)
+))
 
 
 # q6 (predict): the layout of a finished batch. Given the step at which each row first produces EOS, which of
@@ -343,7 +311,7 @@ def _q6_diagnose(args, expected, got):
                           "a row that never produces EOS, or produces it after max_new_tokens, keeps it going")
 
 
-q6 = Task(
+q6 = Question(Task(
     name="q6", function="pad_layout", title="predict the padding of a finished batch", chapter=CHAPTER,
     kind="predict",
     cases=lambda: [([5, 9, 12], 15), ([3], 3), ([None, 2], 4), ([1, 1], 6), ([7, None, 2], 5), ([2, 4], 0),
@@ -361,4 +329,4 @@ q6 = Task(
            "step s (counting from 1) holds real tokens up to and including step s, padding after it.",
            "width = max(eos_steps) if every row has an EOS step <= max_new_tokens, else max_new_tokens; row r "
            "is True at slot index i (step i + 1) when i + 1 > its EOS step."),
-)
+))

@@ -9,11 +9,10 @@ from ..recorder import watches
 from .common import (NO_GENERATE, count_new_tokens, loop_case, loop_params, random_ids, seeded, small_model,
                      with_gpt2_eos)
 from .generated import Generated
-from .task import Known, Mistake, Task
+from .task import Known, Mistake, Question, Task
 
 CHAPTER = "ch07"
 TASKS = ["q1", "q2", "q3", "q4"]
-TRANSFER = ["q4"]  # tasks the chapter does not show line by line
 
 
 def _append(cache, new, window):
@@ -42,7 +41,7 @@ def _q1_cases():
             (x(11, 1, 2, 1, 3), x(12, 1, 2, 1, 3), 1)]  # a window of one position
 
 
-q1 = Task(
+q1 = Question(Task(
     name="q1", function="append_to_cache", title="a cache that keeps a sliding window", chapter=CHAPTER,
     cases=_q1_cases, reference=_append, diagnose=_q1_diagnose,
     known=[
@@ -65,7 +64,7 @@ q1 = Task(
            "The shape is (batch, heads, time, head_dim): positions are dim 2. Append in time order, then keep "
            "the newest positions. With no cache yet (None), the new keys are the whole cache.",
            "torch.cat([cache, new], dim=2) (or new alone when cache is None), then [:, :, -window:]."),
-)
+))
 
 
 def _expand(q, kv, tiled=False):
@@ -116,13 +115,14 @@ def _qkv(seed, heads, kv_heads, T, d, batch=1, scale=1.0):
                  for i, (h, t) in enumerate(((heads, 1), (kv_heads, T), (kv_heads, T))))
 
 
-q2 = Task(
+q2 = Question(Task(
     name="q2", function="attend_to_cache", title="one new query against grouped cached keys", chapter=CHAPTER,
     cases=lambda: [_qkv(10, 6, 3, 6, 8),  # three key/value heads, two query heads each
                    _qkv(30, 2, 2, 1, 4),  # one head of keys per query head (no grouping), one cached position
                    _qkv(20, 4, 1, 9, 16, batch=2),  # one key/value head for all four (multi-query attention)
                    _qkv(50, 9, 3, 5, 4),  # SmolLM2's grouping: nine query heads share three
-                   _qkv(40, 4, 2, 7, 8, scale=12)],  # large scores (hundreds): a softmax by hand without the max shift overflows
+                   # large scores (hundreds): a softmax by hand without the max shift overflows
+                   _qkv(40, 4, 2, 7, 8, scale=12)],
     reference=_attend, diagnose=_q2_diagnose, errors=_q2_error,
     known=[
         Known("you tiled the key/value heads (k.repeat(1, group, 1, 1) gives heads 0, 1, 2, 0, 1, 2): query heads "
@@ -145,7 +145,7 @@ q2 = Task(
            "a mask: scores, scale, softmax over the keys, a weighted average of the values.",
            "group = q.shape[1] // k.shape[1]; k.repeat_interleave(group, dim=1) (and v); then "
            "softmax(q @ k.transpose(-2, -1) / sqrt(d), dim=-1) @ v."),
-)
+))
 
 
 def _fresh_cache_each_step(m, ids, n):
@@ -174,9 +174,11 @@ def _q3_cases():
             (*with_gpt2_eos(141, step=2), 6)]
 
 
-q3 = Task(
+q3 = Question(Task(
+    rebuilds=("nexttoken.generate:generate",),
     name="q3", function="generate_cached", title="the cached greedy loop", chapter=CHAPTER,
-    cases=_q3_cases, generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
+    # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
+    cases=_q3_cases, generated=Generated(loop_params, loop_case),
     reference=lambda model, input_ids, max_new_tokens: generate(model, input_ids, max_new_tokens, use_cache=False),
     diagnose=_q3_diagnose,
     watch=watches.reads_each_token_once,
@@ -190,7 +192,7 @@ q3 = Task(
            "token, shape (B, 1).",
            "new = input_ids; each step: logits = model(new, cache=cache); new = the greedy token as a column; "
            "append it to ids."),
-)
+))
 
 
 def _positions_processed(prompt_length, max_new_tokens, use_cache):
@@ -206,7 +208,7 @@ def _positions_processed(prompt_length, max_new_tokens, use_cache):
     return sum(seen)
 
 
-q4 = Task(
+q4 = Question(Task(
     name="q4", function="positions_processed", title="predict the work with and without a cache", chapter=CHAPTER,
     kind="predict",
     cases=lambda: [(4, 1, False), (4, 5, False), (4, 5, True), (3, 0, True), (5, 0, False), (1, 1, True),
@@ -226,4 +228,4 @@ q4 = Task(
            "Without a cache, pass i (from 0) reads the prompt and the i tokens generated so far. With one, the "
            "first pass reads the prompt and every later pass one token.",
            "List the passes for P = 2 and n = 3 by hand, then write each count as a sum and close it."),
-)
+))

@@ -3,6 +3,7 @@ that a wrong answer gives a different result (tests/exercises/test_exercises.py 
 
 import torch
 
+from ..tokenizer import END_OF_TEXT_ID
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
 from ..recorder.calling import tokens
@@ -46,12 +47,16 @@ def loud(model: Decoder, factor: float = 40.0) -> Decoder:
     return model
 
 
+def overflowed(what: str, peak: float) -> str:
+    """Why a softmax by hand gave inf or NaN: ``what`` (the logits, the scores) reach ``peak``."""
+    return (f"the {what} reach {peak:.0f}, and exp of anything above 88 overflows float32 to inf (inf / inf is "
+            "NaN). Subtract each row's maximum before exp, or use torch.softmax, which does")
+
+
 def overflow(logits) -> None:
     """Raises Mistake when NaN probabilities come from logits that exp overflows."""
     if logits.max() > 88:
-        raise Mistake(f"NaN: the logits reach {float(logits.max()):.0f}, and exp of anything above 88 overflows "
-                      "float32 to inf (inf / inf is NaN). Subtract each row's maximum before exp, or use "
-                      "torch.softmax, which does")
+        raise Mistake(f"NaN: {overflowed('logits', float(logits.max()))}")
 
 
 def random_ids(seed: int, batch: int, length: int, vocab: int = 50) -> torch.Tensor:
@@ -90,20 +95,17 @@ def loop_case(params):
     return small_model(seed), random_ids(seed, rows, length), n
 
 
-GPT2_EOS = 50256  # GPT-2's end-of-text id
-
-
 def with_gpt2_eos(seed: int, rows: int = 1, length: int = 3, step: int = 1, **overrides):
     """(model, input_ids): a small model with GPT-2's vocabulary size whose greedy continuation of the prompt
-    produces GPT2_EOS at new token ``step + 1`` and then goes on. A loop asked for exactly max_new_tokens
+    produces END_OF_TEXT_ID at new token ``step + 1`` and then goes on. A loop asked for exactly max_new_tokens
     that stops on GPT-2's EOS id stops there; with the usual vocabulary of 50 that id never comes.
-    Made by swapping the rows of the token the model would produce there with GPT2_EOS's, in the
+    Made by swapping the rows of the token the model would produce there with END_OF_TEXT_ID's, in the
     embedding and the LM head: the same model with two ids relabelled."""
-    model, ids = small_model(seed, vocab_size=GPT2_EOS + 1, **overrides), random_ids(seed, rows, length)
+    model, ids = small_model(seed, vocab_size=END_OF_TEXT_ID + 1, **overrides), random_ids(seed, rows, length)
     x = int(generate(model, ids, step + 1)[0, -1])  # the token row 0 produces at new token step + 1
     with torch.no_grad():
         for p in (model.token_embedding.weight, model.lm_head.weight):
-            p[[x, GPT2_EOS]] = p[[GPT2_EOS, x]]
+            p[[x, END_OF_TEXT_ID]] = p[[END_OF_TEXT_ID, x]]
     return model, ids
 
 
@@ -118,8 +120,96 @@ def count_new_tokens(ids, n, got):
                       f"prompt followed by the new tokens, shape (B, {P} + max_new_tokens)")
     k = got.shape[1] - P
     why = "one step per new token, range(max_new_tokens)"
-    if 0 < k < n and (got[:, -1] == GPT2_EOS).all():
-        why = (f"your loop stopped right after GPT-2's EOS id {GPT2_EOS}; this task has no EOS rule (chapter 6 "
+    if 0 < k < n and (got[:, -1] == END_OF_TEXT_ID).all():
+        why = (f"your loop stopped right after GPT-2's EOS id {END_OF_TEXT_ID}; this task has no EOS rule (chapter 6 "
                "adds one): it generates exactly max_new_tokens tokens")
     raise Mistake(f"you generated {k} new {'token' if k == 1 else 'tokens'} after the prompt of {P}, but "
                   f"max_new_tokens = {n}: {why}")
+
+
+# --- inputs that a chapter's tasks and the held-out cases (held_out.py) both build ---
+
+
+def chain_tables(seed, V, spread=3.0):
+    """(p(x1), p(x2 | x1)): a first-token distribution and a table whose rows differ (peaked by ``spread``),
+    so that drawing x2 without looking at x1 gives frequencies far from the chain rule's."""
+    g = seeded(seed)
+    first = torch.softmax(torch.randn(V, generator=g), dim=-1)
+    return first, torch.softmax(torch.randn(V, V, generator=g) * spread, dim=-1)
+
+
+def with_zeros(scores):
+    """Scores of exactly 0 in the past, on the diagonal and in the future (and a whole row of them): a mask
+    that finds the past or the future by value (== 0, != 0) gets them wrong."""
+    scores = scores.clone()
+    scores[..., 2, 0] = scores[..., 3, 3] = scores[..., 0, 4] = scores[..., 1, 3] = 0.0
+    scores[..., 4, :] = 0.0
+    return scores
+
+
+def left_padded_mask(lengths, T):
+    """The attention mask of left-padded rows holding these numbers of real tokens."""
+    return torch.tensor([[0] * (T - n) + [1] * n for n in lengths])
+
+
+def dropout_model(seed):
+    """A small model with dropout 0.3, left in training mode, as a model is after a training loop."""
+    return small_model(seed, dropout=0.3).train()
+
+
+def bigram_table(seed, V):
+    """A (V, V) table of p(next | current), rows summing to 1, peaked so greedy choices are clear."""
+    return torch.softmax(torch.randn(V, V, generator=seeded(seed)) * 3, dim=-1)
+
+
+def advanced_generator(seed):
+    """A generator that has already drawn: its state is not what manual_seed(seed) gives, so reseeding the
+    global random state from it (torch.manual_seed(generator.initial_seed())) draws other tokens."""
+    generator = seeded(seed)
+    torch.rand(10, generator=generator)
+    return generator
+
+
+def flat_model(seed):
+    """A model over 200 tokens whose next-token distributions have a fat tail (its LM head halved), so
+    that a sampler which drops the tail or reshapes it draws other tokens often enough to be seen."""
+    model = small_model(seed, vocab_size=200)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.5)
+    return model
+
+
+def stopping_at_every_step(seed: int, rows: int, pad: int | None = None):
+    """(model, input_ids, rows + 2, eos, pad): ``rows`` prompts of 3 tokens, chosen among 64 so that row i
+    first produces the EOS id at step i + 1 and every row starts with another token; pad None: the EOS id."""
+    model, pool = small_model(seed), random_ids(seed, 64, 3)
+    free = generate(model, pool, rows + 2)[:, 3:]
+    for eos in range(50):
+        first = [int(row.tolist().index(eos)) if eos in row else None for row in free]
+        chosen = []
+        for step in range(rows):
+            chosen += [i for i in range(len(pool)) if first[i] == step
+                       and int(free[i, 0]) not in [int(free[c, 0]) for c in chosen]][:1]
+        if len(chosen) == rows:
+            return model, pool[chosen], rows + 2, eos, eos if pad is None else pad
+    raise ValueError(f"no EOS id stops {rows} rows at every step for seed {seed}")
+
+
+def eos_case(params):
+    """(model, input_ids, max_new_tokens, eos, pad) from chapter 6's EOS parameters (seed, rows, prompt length,
+    new tokens, which EOS, its pick, which pad, its pick): see ch06's ``_eos_params``."""
+    seed, rows, length, n, eos_kind, eos_pick, pad_kind, pad_pick = params
+    model, prompt = small_model(seed), random_ids(seed, rows, length)
+    produced = generate(model, prompt, max(n, 1))[:, length:].flatten().tolist()
+    in_prompt = int(prompt.flatten()[eos_pick % prompt.numel()])
+    eos = [produced[eos_pick % len(produced)], in_prompt, eos_pick % 50][eos_kind]
+    pad = [produced[pad_pick % len(produced)], pad_pick % 50][pad_kind]
+    return model, prompt, n, eos, pad
+
+
+def right_padded(lengths, T, seed):
+    """Right-padded rows with these numbers of real tokens (ids 1 to 99); the pad slots hold any id, as
+    a tokenizer's pad id may be anything: only the mask says which slots are padding."""
+    ids = torch.randint(1, 100, (len(lengths), T), generator=seeded(seed))
+    mask = torch.tensor([[1] * n + [0] * (T - n) for n in lengths])
+    return ids, mask

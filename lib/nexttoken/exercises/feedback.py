@@ -1,6 +1,6 @@
 """How a check talks about values: describing an input, showing a small tensor, comparing an output with
 the expected one and saying where it differs, and what a wrong prediction may be told without the answer.
-The judging half's words (``task.Task.judge``); nothing here runs the learner's code.
+The judging half's words (``task.Task.verdict``); nothing here runs the learner's code.
 """
 
 import dataclasses
@@ -99,12 +99,22 @@ def side_by_side(expected, got) -> str:
     return f"expected: {one(expected)}\n   got:      {one(got)}"
 
 
-def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tuple[str, str] | None:
-    """None if ``got`` is right; else (what is wrong, the evidence: expected vs got or first difference)."""
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """How an output differs from the expected one: its kind ("type": not the kind of value asked for,
+    "shape", "device", "values"), the summary, the evidence (expected against got), and the part of the
+    summary that shows the expected answer (the expected shape), which a prediction's feedback leaves out."""
+    kind: str
+    summary: str
+    evidence: str = ""
+    answer: str = ""
+
+
+def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> Difference | None:
+    """None if ``got`` is right; else what is wrong, with the evidence (expected vs got or first difference)."""
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(expected):
-            return (f"{what} should be a tuple of {len(expected)} values, but it is {describe(got)}",
-                    "")
+            return Difference("type", f"{what} should be a tuple of {len(expected)} values, but it is {describe(got)}")
         for i, (e, g) in enumerate(zip(expected, got)):
             problem = compare(e, g, f"element {i} of {what}", atol)
             if problem:
@@ -117,23 +127,24 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tup
             got = got.item()
         if isinstance(expected, int):  # any integer type will do (int, numpy.int64, a 0-d int tensor)
             if isinstance(got, bool) or not isinstance(got, numbers.Integral):
-                return (f"{what} should be an integer (a count is a whole number, int), but it is "
-                        f"{describe(got)}", "")
+                return Difference("type", f"{what} should be an integer (a count is a whole number, int), but it "
+                                          f"is {describe(got)}")
             if got != expected:
-                return f"{what} is wrong", f"expected: {expected}\n   got:      {got}"
+                return Difference("values", f"{what} is wrong", f"expected: {expected}\n   got:      {got}")
             return None
         if isinstance(got, bool) or not isinstance(got, numbers.Real):
-            return f"{what} should be a number, but it is {describe(got)}", ""
+            return Difference("type", f"{what} should be a number, but it is {describe(got)}")
         if abs(got - expected) > atol + 1e-4 * abs(expected):
-            return f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}"
+            return Difference("values", f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}")
         return None
     if not isinstance(got, torch.Tensor):
-        return f"{what} should be a torch.Tensor, but it is {describe(got)}", ""
+        return Difference("type", f"{what} should be a torch.Tensor, but it is {describe(got)}")
     if got.device.type != "cpu":
-        return f"{what} is on {got.device}, but the inputs are on the CPU: keep it there", ""
+        return Difference("device", f"{what} is on {got.device}, but the inputs are on the CPU: keep it there")
     if tuple(got.shape) != tuple(expected.shape):
-        return (f"{what} has the wrong shape: expected {tuple(expected.shape)}, got {tuple(got.shape)}",
-                side_by_side(expected, got) if max(got.numel(), expected.numel()) <= SMALL else "")
+        return Difference("shape", f"{what} has the wrong shape",
+                          side_by_side(expected, got) if max(got.numel(), expected.numel()) <= SMALL else "",
+                          f": expected {tuple(expected.shape)}, got {tuple(got.shape)}")
     if got.dtype != expected.dtype:
         if expected.dtype == torch.int64:
             why = "token ids are int64 (torch.long): indexing, embeddings and torch.cat expect it"
@@ -141,8 +152,8 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tup
             why = "a mask is a bool tensor (True/False), so that ~mask and masked_fill work on it"
         else:
             why = "keep the dtype of the inputs (did a Python float, .double() or an int tensor slip in?)"
-        return (f"{what} should be {_kind(expected.dtype)}, but it is {_kind(got.dtype)}: {why}",
-                side_by_side(expected, got) if got.numel() <= SMALL else "")
+        return Difference("type", f"{what} should be {_kind(expected.dtype)}, but it is {_kind(got.dtype)}: {why}",
+                          side_by_side(expected, got) if got.numel() <= SMALL else "")
     if expected.is_floating_point():
         ok = torch.allclose(got.double(), expected.double(), atol=atol, rtol=1e-4, equal_nan=True)
     else:
@@ -154,7 +165,7 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> tup
     else:
         summary = f"{what} has the right shape and dtype but wrong values"
     evidence = side_by_side(expected, got) if got.numel() <= SMALL else first_difference(expected, got, atol)
-    return summary, evidence
+    return Difference("values", summary, evidence)
 
 
 def matches(wrong_output, got) -> bool:

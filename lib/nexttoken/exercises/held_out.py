@@ -11,9 +11,11 @@ A student build of the package (scripts/build_student_package.py) leaves this fi
 
 import torch
 
+from ..generate import generate
 from ..model import DecoderConfig
-from . import ch01, ch02, ch04, ch05, ch06
-from .common import loud, random_ids, seeded, small_model, with_gpt2_eos
+from .common import (advanced_generator, bigram_table, chain_tables, dropout_model, eos_case, flat_model,
+                     left_padded_mask, loud, random_ids, right_padded, seeded, small_model, stopping_at_every_step,
+                     with_gpt2_eos, with_zeros)
 
 CASES = {}  # "ch05.q2" -> a function returning [(name, arguments), ...], rebuilt identically on each call
 
@@ -25,11 +27,26 @@ def held_out(key: str):
     return register
 
 
-def cases_of(key: str) -> list[tuple[str, tuple]]:
-    """The named held-out inputs of one task (``chapter.task``)."""
+def cases_of(task) -> list[tuple[str, tuple]]:
+    """The named held-out inputs of one task."""
+    key = f"{task.chapter}.{task.name}"
     if key not in CASES:
         raise KeyError(f"no held-out cases for {key}")
     return CASES[key]()
+
+
+def judged(task) -> tuple[list[tuple], dict[int, str]]:
+    """What a held-out grading run sends in and judges: the task's held-out inputs, and {index: name} of
+    them all (the grader runs them in a sandbox of their own)."""
+    named = cases_of(task)
+    return [args for _, args in named], {i: name for i, (name, _) in enumerate(named)}
+
+
+def held_out_only(task, fn) -> tuple[str, str]:
+    """(status, reason) of ``fn`` on the task's held-out inputs alone: how much they catch by themselves
+    (tests/exercises/ and scripts/mutate_checks.py --held-out-only measure it)."""
+    cases, hidden = judged(task)
+    return task.evaluate(task.run(fn, cases), cases, hidden)
 
 
 def rand(seed: int, *shape) -> torch.Tensor:
@@ -69,10 +86,10 @@ def _ch01_q3():
 
 @held_out("ch01.q4")
 def _ch01_q4():
-    return [("five tokens, 10,000 draws", (*ch01._chain(131, 5), 10_000, seeded(31))),
-            ("a flat table, 30,000 draws", (*ch01._chain(132, 4, spread=0.5), 30_000, seeded(32))),
-            ("two draws", (*ch01._chain(133, 3), 2, seeded(33))),
-            ("a peaked table of 6, 5,000 draws", (*ch01._chain(134, 6, spread=5.0), 5_000, seeded(34)))]
+    return [("five tokens, 10,000 draws", (*chain_tables(131, 5), 10_000, seeded(31))),
+            ("a flat table, 30,000 draws", (*chain_tables(132, 4, spread=0.5), 30_000, seeded(32))),
+            ("two draws", (*chain_tables(133, 3), 2, seeded(33))),
+            ("a peaked table of 6, 5,000 draws", (*chain_tables(134, 6, spread=5.0), 5_000, seeded(34)))]
 
 
 # --- chapter 2: the causal mask ---
@@ -86,7 +103,7 @@ def _ch02_q1():
 def _ch02_q2():
     return [("2 x 2", (randn(201, 2, 2),)), ("a batch of 5 of 7 x 7", (randn(202, 5, 7, 7),)),
             ("five dimensions", (randn(203, 1, 3, 2, 12, 12),)), ("30 x 30", (randn(204, 30, 30),)),
-            ("scores of exactly 0", (ch02.with_zeros(randn(205, 2, 5, 5)),))]
+            ("scores of exactly 0", (with_zeros(randn(205, 2, 5, 5)),))]
 
 
 @held_out("ch02.q3")
@@ -103,13 +120,14 @@ def _ch02_q3():
 def _ch02_q4():
     return [("one row, no padding", (torch.tensor([[1, 1]]),)),
             ("three rows of three", (torch.tensor([[0, 0, 1], [0, 1, 1], [1, 1, 1]]),)),
-            ("four rows of 30", (ch02._left_padded([1, 30, 17, 5], 30),)),
+            ("four rows of 30", (left_padded_mask([1, 30, 17, 5], 30),)),
             ("one real token after four pads", (torch.tensor([[0, 0, 0, 0, 1]]),))]
 
 
 @held_out("ch02.q5")
 def _ch02_q5():
-    return [("T = 2, j = 1", (2, 1)), ("T = 9, j = 3", (9, 3)), ("the last of 16", (16, 15)), ("T = 12, j = 0", (12, 0))]
+    return [("T = 2, j = 1", (2, 1)), ("T = 9, j = 3", (9, 3)), ("the last of 16", (16, 15)),
+            ("T = 12, j = 0", (12, 0))]
 
 
 # --- chapter 3: the forward pass ---
@@ -176,10 +194,10 @@ def _ch04_q4():
 
 @held_out("ch04.q5")
 def _ch04_q5():
-    return [("two rows of seven", (ch04._dropout_model(451), random_ids(451, 2, 7))),
-            ("four rows of one token", (ch04._dropout_model(452), random_ids(452, 4, 1))),
-            ("a batch of one, 12 tokens", (ch04._dropout_model(453), random_ids(453, 1, 12))),
-            ("logits in the hundreds", (loud(ch04._dropout_model(454)), random_ids(454, 2, 3)))]
+    return [("two rows of seven", (dropout_model(451), random_ids(451, 2, 7))),
+            ("four rows of one token", (dropout_model(452), random_ids(452, 4, 1))),
+            ("a batch of one, 12 tokens", (dropout_model(453), random_ids(453, 1, 12))),
+            ("logits in the hundreds", (loud(dropout_model(454)), random_ids(454, 2, 3)))]
 
 
 # --- chapter 5: the loop ---
@@ -194,7 +212,8 @@ def _ch05_q1():
 def _loops(first_seed: int):
     """Loop inputs (model, input_ids, max_new_tokens): from one token to the window, 0 to 15 new tokens."""
     shapes = [("two rows, 1 token, 15 new", 2, 1, 15), ("16 tokens, 0 new", 1, 16, 0),
-              ("four rows of six, 10 new", 4, 6, 10), ("2 tokens, 1 new", 1, 2, 1), ("three rows of 4, 12 new", 3, 4, 12)]
+              ("four rows of six, 10 new", 4, 6, 10), ("2 tokens, 1 new", 1, 2, 1),
+              ("three rows of 4, 12 new", 3, 4, 12)]
     return [(name, (small_model(first_seed + i), random_ids(first_seed + i, rows, length), n))
             for i, (name, rows, length, n) in enumerate(shapes)]
 
@@ -211,20 +230,20 @@ held_out("ch05.q2")(lambda: _loops(511) + _gpt2_eos(512))
 
 @held_out("ch05.q3")
 def _ch05_q3():
-    return [("vocabulary 7, three rows, 9 new", (ch05._bigram_table(531, 7), torch.tensor([[6], [0], [3]]), 9)),
-            ("vocabulary 3, 1 new", (ch05._bigram_table(532, 3), torch.tensor([[2, 1, 0, 1]]), 1)),
-            ("vocabulary 10, 0 new", (ch05._bigram_table(533, 10), random_ids(533, 2, 3, vocab=10), 0)),
-            ("vocabulary 2, 5 new", (ch05._bigram_table(534, 2), torch.tensor([[1]]), 5)),
-            ("vocabulary 12, two rows, 8 new", (ch05._bigram_table(535, 12), random_ids(535, 2, 2, vocab=12), 8))]
+    return [("vocabulary 7, three rows, 9 new", (bigram_table(531, 7), torch.tensor([[6], [0], [3]]), 9)),
+            ("vocabulary 3, 1 new", (bigram_table(532, 3), torch.tensor([[2, 1, 0, 1]]), 1)),
+            ("vocabulary 10, 0 new", (bigram_table(533, 10), random_ids(533, 2, 3, vocab=10), 0)),
+            ("vocabulary 2, 5 new", (bigram_table(534, 2), torch.tensor([[1]]), 5)),
+            ("vocabulary 12, two rows, 8 new", (bigram_table(535, 12), random_ids(535, 2, 2, vocab=12), 8))]
 
 
 @held_out("ch05.q4")
 def _ch05_q4():
-    return [("a batch of one", (small_model(541), random_ids(541, 1, 6), ch05._advanced(11))),
-            ("five rows of two", (small_model(542), random_ids(542, 5, 2), ch05._advanced(12))),
+    return [("a batch of one", (small_model(541), random_ids(541, 1, 6), advanced_generator(11))),
+            ("five rows of two", (small_model(542), random_ids(542, 5, 2), advanced_generator(12))),
             ("300 rows, a flat distribution over 200 tokens",
-             (ch05._flat_model(543), random_ids(543, 300, 3, vocab=200), ch05._advanced(13))),
-            ("logits in the hundreds", (loud(small_model(544)), random_ids(544, 2, 5), ch05._advanced(14)))]
+             (flat_model(543), random_ids(543, 300, 3, vocab=200), advanced_generator(13))),
+            ("logits in the hundreds", (loud(small_model(544)), random_ids(544, 2, 5), advanced_generator(14)))]
 
 
 @held_out("ch05.q5")
@@ -263,9 +282,9 @@ def _ch06_q3():
               ("no new tokens", (604, 2, 5, 0, 0, 1, 0, 2)),
               ("an EOS id it may never produce", (605, 3, 4, 12, 2, 17, 0, 9)),
               ("two rows, the pad id produced too", (606, 2, 3, 13, 0, 2, 0, 4))]
-    return ([(name, ch06._eos_case(p)) for name, p in params] + _every_row_stops(607) + _pad_is_eos(608)
+    return ([(name, eos_case(p)) for name, p in params] + _every_row_stops(607) + _pad_is_eos(608)
             + [("the pad id produced, then other tokens", _pad_then_other_tokens(609)),
-               ("rows stopping at steps 1 to 5, pad id = EOS id", ch06._stopping_at_every_step(92, 5))])
+               ("rows stopping at steps 1 to 5, pad id = EOS id", stopping_at_every_step(92, 5))])
 
 
 def _pad_is_eos(seed: int):
@@ -280,7 +299,7 @@ def _pad_then_other_tokens(seed: int):
     """A row that greedily produces the pad id (the first token that some row produces and then leaves)
     before any EOS; the EOS id is one the model never produces, so every row runs all 8 steps."""
     model, prompt = small_model(seed), random_ids(seed, 2, 3)
-    free = ch06.generate(model, prompt, 8)[:, 3:]
+    free = generate(model, prompt, 8)[:, 3:]
     pad = next(int(row[s]) for s in range(7) for row in free if row[s] != row[s + 1])
     eos = max(set(range(50)) - set(free.flatten().tolist()))
     return model, prompt, 8, eos, pad
@@ -291,7 +310,7 @@ def _every_row_stops(seed: int):
     first seed from ``seed`` on whose two rows greedily produce a common token in their first 6 steps."""
     while True:
         model, prompt = small_model(seed), random_ids(seed, 2, 3)
-        free = ch06.generate(model, prompt, 6)[:, 3:]
+        free = generate(model, prompt, 6)[:, 3:]
         common = set(free[0].tolist()) & set(free[1].tolist())
         if common:
             eos = min(common)
@@ -302,13 +321,13 @@ def _every_row_stops(seed: int):
 
 @held_out("ch06.q4")
 def _ch06_q4():
-    return [("three rows of one real token", ch06._right_padded([1, 1, 1], 6, seed=611)),
-            ("four rows of 40", ch06._right_padded([40, 1, 33, 20], 40, seed=612)),
+    return [("three rows of one real token", right_padded([1, 1, 1], 6, seed=611)),
+            ("four rows of 40", right_padded([40, 1, 33, 20], 40, seed=612)),
             ("one real token, pad id 0", (torch.tensor([[3, 0, 0, 0]]), torch.tensor([[1, 0, 0, 0]]))),
-            ("no padding at all", ch06._right_padded([5, 5], 5, seed=613)),
+            ("no padding at all", right_padded([5, 5], 5, seed=613)),
             ("a row already left-padded", (torch.tensor([[0, 0, 7, 8], [5, 6, 0, 0]]),
                                            torch.tensor([[0, 0, 1, 1], [1, 1, 0, 0]]))),
-            ("three rows of nine", ch06._right_padded([2, 9, 4], 9, seed=614))]
+            ("three rows of nine", right_padded([2, 9, 4], 9, seed=614))]
 
 
 @held_out("ch06.q5")
@@ -332,7 +351,8 @@ def _ch06_q6():
 @held_out("ch07.q1")
 def _ch07_q1():
     return [("an empty cache, three rows, a window of two", (None, randn(701, 3, 1, 1, 5), 2)),
-            ("seven cached positions, three heads, a window of eight", (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4), 8)),
+            ("seven cached positions, three heads, a window of eight",
+             (randn(702, 2, 3, 7, 4), randn(703, 2, 3, 1, 4), 8)),
             ("a full window of seven", (randn(708, 2, 3, 7, 4), randn(709, 2, 3, 1, 4), 7)),
             ("three new positions at once into a window of four", (randn(704, 1, 2, 2, 6), randn(705, 1, 2, 3, 6), 4)),
             ("one head, ten cached, a window of ten", (randn(706, 1, 1, 10, 3), randn(707, 1, 1, 1, 3), 10)),
@@ -341,7 +361,8 @@ def _ch07_q1():
 
 
 def _qkv(seed, batch, heads, kv_heads, T, d, scale=1.0):
-    return tuple(randn(seed + i, batch, h, t, d) * scale for i, (h, t) in enumerate(((heads, 1), (kv_heads, T), (kv_heads, T))))
+    shapes = ((heads, 1), (kv_heads, T), (kv_heads, T))
+    return tuple(randn(seed + i, batch, h, t, d) * scale for i, (h, t) in enumerate(shapes))
 
 
 @held_out("ch07.q2")

@@ -1,12 +1,14 @@
-"""One exercise task: test inputs, a reference answer, and explanations of likely mistakes.
+"""One exercise task, declared (``Task``): test inputs, a reference answer, rules and explanations of likely
+mistakes; and what a notebook's ``chNN.qN`` is (``Question``): the task and one learner's tries at it.
 
 A task is judged in two halves, so that the batch grader can keep them in different processes:
 
 - ``run(fn)`` calls the learner's function on every test input, where the learner's code runs, and
   keeps only plain data: each output, or the error it raised, or the fact that it changed an input
   (``calling.run_on``; in the grader, the same code runs inside the sandbox on inputs sent to it).
-- ``evaluate(outcomes)`` compares those outputs with the reference on fresh copies of the same
-  (seeded) inputs and explains the first failure: a known mistake by name, else what differs.
+- ``verdict(outcomes)`` compares those outputs with the reference on fresh copies of the same
+  (seeded) inputs and explains the first failure: a known mistake by name, else what differs, as a
+  ``Verdict`` (status, summary, evidence) whose text the notebook prints and the grader's CSV holds.
   It never raises: anything unexpected becomes the task's error message.
 
 The rest is by role: ``calling`` (the first half, which is all the grader's sandbox has), ``watches``
@@ -17,7 +19,7 @@ import inspect
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from ..recorder.calling import copy_args, one_thread, run_on
@@ -37,10 +39,6 @@ class Known:
     wrong: Callable
 
 
-class HeldOutMissing(RuntimeError):
-    """Held-out cases asked for in a build of the package that leaves them out."""
-
-
 def grading() -> bool:
     """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
@@ -50,8 +48,26 @@ KINDS = ("write", "predict", "debug", "empirical", "open")
 PREDICT_TRIES = 3  # failed checks of a predict task that say how the guess is off without showing the answer
 
 
-@dataclass
+@dataclass(frozen=True)
+class Verdict:
+    """What judging one answer found: its status ("passed", "failed", "error", "missing",
+    "not_implemented"), the summary a learner reads first, the evidence under it (the input, expected
+    against got, how to reproduce it) and the index of the test input it failed on, if one."""
+    status: str
+    summary: str
+    evidence: tuple[str, ...] = ()
+    index: int | None = None
+
+    def text(self) -> str:
+        """The verdict as the notebook's check prints it and the grader's CSV holds it."""
+        return "\n   ".join((self.summary, *self.evidence))
+
+
+@dataclass(frozen=True, eq=False)
 class Task:
+    """One exercise, declared: what the learner writes (the function's name, its arguments, as the
+    reference's), the rules, the test inputs, the right answer and the known mistakes. It holds no
+    learner's state (that is ``Question``'s); ``verdict`` judges one answer's recorded outcomes."""
     name: str  # "q1"
     function: str  # the name the learner's function must have in the notebook
     title: str
@@ -80,24 +96,27 @@ class Task:
     # (args, the error's text) -> a message naming the mistake that raises it, or None: an error that says
     # only what broke (a shape mismatch deep in torch) then says why too.
     errors: Callable | None = None
-    _failing: int | None = field(default=None, repr=False)
-    _failing_args: tuple | None = field(default=None, repr=False)
-    _tries: int = field(default=0, repr=False)  # failed checks so far (a predict task reveals after PREDICT_TRIES)
-    _revealing: bool = field(default=False, repr=False)  # set by check() once the tries are used up
-    _named: Callable | None = field(default=None, repr=False)
+    # "module:qualname" of the library functions the answer rebuilds (the reference is, or wraps, one of
+    # them): the grader's sandbox watches for calls to them and reports them (the CSV's library_calls).
+    rebuilds: tuple[str, ...] = ()
+    _named: Callable | None = field(default=None, init=False, repr=False)  # ``cases`` as declared
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"Task.kind must be one of {KINDS}, got {self.kind!r}")
-        if self.generated is not None and self._named is None:
+        if self.generated is not None:  # the declared cases come first, then hypothesis's
             named, generated = self.cases, self.generated
             generated.key = f"{self.chapter}.{self.name}"
-            self._named = named
-            self.cases = lambda: named() + generated.cases()
+            object.__setattr__(self, "_named", named)
+            object.__setattr__(self, "cases", lambda: named() + generated.cases())
 
     def named_cases(self) -> list[tuple]:
         """The hand-picked test inputs only (all of them when the task has no generated ones)."""
         return (self._named or self.cases)()
+
+    def n_generated(self) -> int:
+        """How many of ``cases()`` hypothesis made (they come last)."""
+        return len(self.generated.params()) if self.generated is not None else 0
 
     @property
     def arg_names(self) -> list[str]:
@@ -106,40 +125,11 @@ class Task:
         except (TypeError, ValueError):
             return []
 
-    def held_out_cases(self) -> list[tuple[str, tuple]]:
-        """The grader's held-out inputs of this task, each with its name (exercises/held_out.py)."""
-        try:
-            from . import held_out
-        except ImportError:
-            raise HeldOutMissing("this is a student build of nexttoken: it has no held-out test cases "
-                                 "(grade without --held-out, or install the full package)") from None
-        return held_out.cases_of(f"{self.chapter}.{self.name}")
-
-    def judged_cases(self, held_out: bool = False) -> tuple[list[tuple], dict[int, str]]:
-        """What one grading run sends in and judges: the visible inputs, or with ``held_out`` the held-out
-        ones alone, with {index: name} of them all (the grader runs them in a sandbox of their own)."""
-        if not held_out:
-            return self.cases(), {}
-        named = self.held_out_cases()
-        return [args for _, args in named], {i: name for i, (name, _) in enumerate(named)}
-
-    def held_out_only(self, fn) -> tuple[str, str]:
-        """(status, reason) of ``fn`` on the held-out inputs alone: how much they catch by themselves
-        (tests/exercises/ and scripts/mutate_checks.py --held-out-only measure it)."""
-        named = self.held_out_cases()
-        cases = [args for _, args in named]
-        status, reason, _ = self.judge(self._run_on(fn, cases), cases,
-                                       hidden={i: name for i, (name, _) in enumerate(named)})
-        return status, reason
-
-    def run(self, fn, held_out: bool = False) -> list[tuple[str, object]]:
-        """Call ``fn`` on every test input (and on the held-out ones too, with ``held_out``): a list of
-        ("ok", output), ("not_implemented", ""), ("changed_input", message) or ("error", message). Runs
-        where the learner's code runs."""
-        return self._run_on(fn, self.judged_cases(held_out)[0])
-
-    def _run_on(self, fn, cases) -> list[tuple[str, object]]:
-        return run_on(fn, cases, self.forbid, self.watch, self.arg_names)
+    def run(self, fn, cases=None) -> list[tuple[str, object]]:
+        """Call ``fn`` on every test input (the task's own, or ``cases``): a list of ("ok", output),
+        ("not_implemented", ""), ("changed_input", message) or ("error", message). Runs where the
+        learner's code runs."""
+        return run_on(fn, self.cases() if cases is None else cases, self.forbid, self.watch, self.arg_names)
 
     def call_text(self, args) -> str:
         """The call as feedback shows it, each input after its argument's name: f(x=..., n=3)."""
@@ -147,36 +137,35 @@ class Task:
         names = names if len(names) == len(args) else [""] * len(args)
         return f"{self.function}({', '.join((f'{n}=' if n else '') + describe(a) for n, a in zip(names, args))})"
 
-    def _explain(self, args, value, tried) -> str | None:
-        """None if ``value`` is right for ``args``; else the explanation a learner sees. ``tried`` is
-        every (input, output) pair of this answer, so that a known mistake is named only when it
-        explains all of them."""
+    def _wrong_output(self, args, value, tried, revealing: bool) -> Verdict | None:
+        """None if ``value`` is right for ``args``; else what a learner is told. ``tried`` is every (input,
+        output) pair of this answer, so that a known mistake is named only when it explains all of them.
+        A prediction's feedback says how it is off, not the right answer, unless ``revealing``."""
         if self.verify is not None:  # many right answers: the property is checked, not one output
-            expected, problem = None, self.verify(copy_args(args), value)
-        else:
-            expected = self.reference(*copy_args(args))
-            problem = compare(expected, value, atol=self.atol)
-        if problem is None:
+            problem = self.verify(copy_args(args), value)
+            if problem is None:
+                return None
+            summary, evidence = problem
+            return self._failed(args, self._known_mistake(tried) or summary, evidence)
+        expected = self.reference(*copy_args(args))
+        difference = compare(expected, value, atol=self.atol)
+        if difference is None:
             return None
-        summary, evidence = problem
         message = None
-        if expected is None:
-            message = self._known_mistake(tried)
-        elif "should be" not in summary or not matches(expected, value):  # a dtype slip alone is named as such
+        if difference.kind != "type" or not matches(expected, value):  # a dtype slip alone is named as such
             message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
-        hide = self.kind == "predict" and expected is not None and not self._revealing
-        if hide:  # a prediction: say how it is off, not what the right one is (nor its shape, which is part of it)
-            summary = summary.split(": expected (")[0]
-            evidence = unrevealed(expected, value)
-        lines = [message or summary]
-        lines.append(f"   input:    {self.call_text(args)}")
-        if evidence:
-            lines.append(f"   {evidence}")
-        if hide:
-            lines.append(f"   (the expected answer is not shown: {self.name}.check shows it after {PREDICT_TRIES} "
+        if self.kind == "predict" and not revealing:  # nor the expected shape, which is part of the answer
+            return self._failed(args, message or difference.summary, unrevealed(expected, value), hidden=True)
+        return self._failed(args, message or difference.summary + difference.answer, difference.evidence)
+
+    def _failed(self, args, headline: str, evidence: str, hidden: bool = False) -> Verdict:
+        """A wrong output: the headline, the input, the evidence, and how to call the function on it again."""
+        lines = [f"input:    {self.call_text(args)}"] + ([evidence] if evidence else [])
+        if hidden:
+            lines.append(f"(the expected answer is not shown: {self.name}.check shows it after {PREDICT_TRIES} "
                          f"failed tries; {self.name}.hint() gives a nudge)")
-        lines.append(f"   reproduce: args = {self.name}.failing_input(); {self.function}(*args)")
-        return "\n".join(lines)
+        lines.append(f"reproduce: args = {self.name}.failing_input(); {self.function}(*args)")
+        return Verdict("failed", headline, tuple(lines))
 
     def _known_mistake(self, tried) -> str | None:
         """The message of the first known mistake whose output equals the answer's on every input tried
@@ -215,55 +204,63 @@ class Task:
         except Exception:  # a rule that does not apply to these inputs
             return None
 
-    def judge(self, outcomes, cases=None, tried=(), hidden=None) -> tuple[str, str, int | None]:
-        """(status, reason, index of the failing test input or None). Never raises. ``cases`` (the task's
-        own by default) are the inputs the outcomes are of; ``tried`` adds (input, output) pairs that a
-        known mistake must explain too; ``hidden`` is {index: name} of the held-out inputs among them."""
+    def verdict(self, outcomes, cases=None, tried=(), hidden=None, revealing: bool = False) -> Verdict:
+        """What is wrong with the answer whose ``outcomes`` were recorded on ``cases`` (the task's own by
+        default), or that it passed. Never raises. ``tried`` adds (input, output) pairs that a known mistake
+        must explain too; ``hidden`` is {index: name} of the held-out inputs among them; ``revealing``: a
+        prediction's feedback may show the expected answer (its tries are used up)."""
         try:
             with one_thread():
-                return self._judge_each(outcomes, self.cases() if cases is None else cases, list(tried),
-                                        hidden or {})
+                return self._first_failure(outcomes, self.cases() if cases is None else cases, list(tried),
+                                           hidden or {}, revealing)
         except Exception as exc:  # a bug of the check itself must not cost other tasks anything
-            return "error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300], None
+            return Verdict("error", f"the check could not judge this answer ({type(exc).__name__}: {exc})"[:300])
 
-    @staticmethod
-    def _tried(cases, outcomes) -> list:
-        return [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
-                if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
+    def evaluate(self, outcomes, cases=None, hidden=None) -> tuple[str, str]:
+        """(status, reason) for outcomes recorded on ``cases`` (the task's own by default; ``hidden`` is
+        {index: name} of the held-out ones among them), judged against the reference on fresh inputs."""
+        verdict = self.verdict(outcomes, cases, hidden=hidden)
+        return verdict.status, verdict.text()
 
-    def _judge_each(self, outcomes, cases, tried, hidden):
+    def _first_failure(self, outcomes, cases, tried, hidden, revealing) -> Verdict:
         """Each outcome against its input, in order: the first that is wrong decides."""
         if not isinstance(outcomes, list) or len(outcomes) == 0:
-            return "error", "no results were recorded for this function", None
-        tried = self._tried(cases, outcomes) + tried
+            return Verdict("error", "no results were recorded for this function")
+        tried = tried_pairs(cases, outcomes) + tried
         for index, (args, outcome) in enumerate(zip(cases, outcomes)):
             kind, value = outcome
             if index in hidden:  # nothing of the input, the expected output or the learner's own text
                 verdict = self._held_out_verdict(kind, value, args, tried)
                 if verdict is not None:
                     where = hidden_input(sorted(hidden).index(index), len(hidden))
-                    return verdict[0], f"{self.function}(...) on {where}: {verdict[1]}", index
+                    return Verdict(verdict[0], f"{self.function}(...) on {where}: {verdict[1]}", index=index)
                 continue
-            if kind == "missing":
-                return "missing", str(value), None
-            if kind == "not_implemented":
-                return ("not_implemented",
-                        f"{self.function} still raises NotImplementedError: write your code there", None)
-            call = self.call_text(args)
-            if kind == "error":
-                why = self._error_diagnosis(args, value)
-                return "error", f"{why}\n   {call} raised {value}" if why else f"{call} raised {value}", index
-            if kind in ("changed_input", "broke_rule"):
-                return "failed", f"{value}.\n   input:    {call}", index
-            if kind != "ok":
-                return "error", f"an unknown outcome {kind!r} was recorded", None
-            message = self._explain(args, value, tried)
-            if message is not None:
-                return "failed", message, index
+            verdict = self._visible_verdict(kind, value, args, index, tried, revealing)
+            if verdict is not None:
+                return verdict
         if len(outcomes) < len(cases):
-            return "error", "fewer results than test inputs were recorded", None
+            return Verdict("error", "fewer results than test inputs were recorded")
         held = f" ({len(hidden)} of them held out)" if hidden else ""
-        return "passed", f"all {len(cases)} tests passed{held}", None
+        return Verdict("passed", f"all {len(cases)} tests passed{held}")
+
+    def _visible_verdict(self, kind, value, args, index, tried, revealing) -> Verdict | None:
+        """None if the outcome on a visible input is right; else what a learner is told, with the input."""
+        if kind == "missing":
+            return Verdict("missing", str(value))
+        if kind == "not_implemented":
+            return Verdict("not_implemented",
+                           f"{self.function} still raises NotImplementedError: write your code there")
+        call = self.call_text(args)
+        if kind == "error":
+            why = self._error_diagnosis(args, value)
+            raised = f"{call} raised {value}"
+            return Verdict("error", why, (raised,), index) if why else Verdict("error", raised, index=index)
+        if kind in ("changed_input", "broke_rule"):
+            return Verdict("failed", f"{value}.", (f"input:    {call}",), index)
+        if kind != "ok":
+            return Verdict("error", f"an unknown outcome {kind!r} was recorded")
+        wrong = self._wrong_output(args, value, tried, revealing)
+        return None if wrong is None else replace(wrong, index=index)
 
     def _held_out_verdict(self, kind, value, args, tried) -> tuple[str, str] | None:
         """None if a held-out input's outcome is right; else (status, what went wrong) in words of the
@@ -271,7 +268,7 @@ class Task:
         The outcome's text and values are the learner's process's, which could have read the held-out
         inputs (it holds them): none of it is repeated."""
         if kind == "ok":
-            if self._explain(args, value, tried) is None:
+            if self._wrong_output(args, value, tried, revealing=False) is None:
                 return None
             return "failed", self._known_mistake(tried) or "its output is wrong"
         if kind == "error":
@@ -282,88 +279,116 @@ class Task:
                 "broke_rule": ("failed", "it broke one of the task's rules")}.get(
                     kind, ("error", "an unknown outcome was recorded"))
 
-    def evaluate(self, outcomes, held_out: bool = False) -> tuple[str, str]:
-        """(status, reason) for outcomes recorded on ``judged_cases(held_out)``, judged against the
-        reference on fresh inputs."""
-        cases, hidden = self.judged_cases(held_out)
-        status, reason, _ = self.judge(outcomes, cases, hidden=hidden)
-        return status, reason
+
+def tried_pairs(cases, outcomes) -> list:
+    """(input, output) of every outcome that is an output."""
+    return [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
+            if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
+
+
+class Question:
+    """What a notebook's ``chNN.qN`` is: one task, and one learner's tries at it (how many checks failed,
+    the input the last one failed on). ``check``, ``failing_input``, ``hint`` and ``solution`` are what the
+    notebooks call; the task's declaration is read through it (``q1.function``, ``q1.cases()``)."""
+
+    def __init__(self, task: Task):
+        self.task = task
+        self._tries = 0  # failed checks so far (a predict task reveals after PREDICT_TRIES)
+        self._failing: int | None = None  # index of the test input the last check failed on
+        self._failing_args: tuple | None = None  # or the input hypothesis shrank it to
+
+    def __getattr__(self, name):
+        if name == "task":  # not set yet: copying or unpickling an instance
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+    def __repr__(self) -> str:
+        return f"Question({self.task!r})"
 
     def check(self, fn) -> None:
         """Test your function now and say what looks wrong, if anything."""
+        task = self.task
         if grading():
             return
         if not callable(fn):
-            print(f"❌ {self.name}: pass your function itself, e.g. {self.name}.check({self.function})")
+            print(f"❌ {task.name}: pass your function itself, e.g. {task.name}.check({task.function})")
             return
-        self._revealing = self._tries >= PREDICT_TRIES
-        try:
-            with one_thread():
-                cases = self.cases()
-                outcomes = self._run_on(fn, cases)
-                status, reason, self._failing = self.judge(outcomes, cases)
-                self._failing_args = None
-                if status != "passed" and self._failing is not None and self._failing >= len(cases) - self._n_generated():
-                    reason = self._shrunk(fn, self._tried(cases, outcomes)) or reason
-        finally:
-            self._revealing = False
-        if status == "passed":
-            print(f"✅ {self.name} ({self.title}): correct, {reason}.")
+        with one_thread():
+            verdict = self._checked(fn, revealing=self._tries >= PREDICT_TRIES)
+        if verdict.status == "passed":
+            print(f"✅ {task.name} ({task.title}): correct, {verdict.text()}.")
             return
-        if status != "not_implemented":
+        reason = verdict.text()
+        if verdict.status != "not_implemented":
             self._tries += 1
-        if self.kind == "predict" and status == "failed" and self._tries <= PREDICT_TRIES:
+        if task.kind == "predict" and verdict.status == "failed" and self._tries <= PREDICT_TRIES:
             reason += f"\n   try {self._tries} of {PREDICT_TRIES}" + (
                 " (the next failed check shows the expected answer)" if self._tries == PREDICT_TRIES else "")
-        print(f"❌ {self.name} ({self.title}): {reason}")
+        print(f"❌ {task.name} ({task.title}): {reason}")
 
-    def _n_generated(self) -> int:
-        return len(self.generated.params()) if self.generated is not None else 0
+    def _checked(self, fn, revealing: bool) -> Verdict:
+        """The verdict on ``fn``'s outcomes on the task's inputs; the failing input is kept for
+        ``failing_input``, shrunk by hypothesis when it is a generated one."""
+        task = self.task
+        cases = task.cases()
+        outcomes = task.run(fn, cases)
+        verdict = task.verdict(outcomes, cases, revealing=revealing)
+        self._failing, self._failing_args = verdict.index, None
+        if verdict.status != "passed" and verdict.index is not None \
+                and verdict.index >= len(cases) - task.n_generated():
+            verdict = self._shrunk(fn, tried_pairs(cases, outcomes), revealing) or verdict
+        return verdict
 
-    def _shrunk(self, fn, tried) -> str | None:
+    def _shrunk(self, fn, tried, revealing: bool) -> Verdict | None:
         """The feedback on the smallest failing input hypothesis finds from the generated ones (it is then
         what ``failing_input()`` gives), or None. Only in ``check()``: shrinking calls the learner's
         function again, which the grader's judging half cannot do."""
-        def fails(params):
-            case = [self.generated.build(params)]
-            return self.judge(self._run_on(fn, case), case)[0] != "passed"
+        task = self.task
 
-        params = smallest_failing(self.generated, fails)
+        def fails(params):
+            case = [task.generated.build(params)]
+            return task.verdict(task.run(fn, case), case).status != "passed"
+
+        params = smallest_failing(task.generated, fails)
         if params is None:
             return None
-        args = [self.generated.build(params)]
-        status, reason, _ = self.judge(self._run_on(fn, args), args, tried)
-        if status == "passed":
+        args = [task.generated.build(params)]
+        verdict = task.verdict(task.run(fn, args), args, tried, revealing=revealing)
+        if verdict.status == "passed":
             return None
         self._failing_args = args[0]
-        return reason + "\n   (hypothesis shrank the failing test input to the smallest one it could find: this one)"
+        return replace(verdict, evidence=verdict.evidence + (
+            "(hypothesis shrank the failing test input to the smallest one it could find: this one)",))
 
     def failing_input(self):
         """The arguments of the test your last ``check`` failed on (fresh copies), to call your function."""
+        task = self.task
         if self._failing_args is not None:
             return copy_args(self._failing_args)
         if self._failing is None:
-            print(f"{self.name}: no failing test input recorded; run {self.name}.check({self.function}) first")
+            print(f"{task.name}: no failing test input recorded; run {task.name}.check({task.function}) first")
             return None
-        return copy_args(self.cases()[self._failing])
+        return copy_args(task.cases()[self._failing])
 
     def hint(self, level: int = 1):
         """A nudge; ``hint(2)`` and ``hint(3)`` say more. None of them is the code: see ``solution()``."""
-        if not self.hints:
-            print(f"💡 {self.name}: no hint for this one; {self.name}.solution() shows an answer")
+        name, hints = self.task.name, self.task.hints
+        if not hints:
+            print(f"💡 {name}: no hint for this one; {name}.solution() shows an answer")
             return
-        level = max(1, min(int(level), len(self.hints)))
-        more = (f" (more: {self.name}.hint({level + 1}))" if level < len(self.hints)
-                else f" (that is the last hint; {self.name}.solution() shows an answer)")
-        print(f"💡 Hint {level} for {self.name}: {self.hints[level - 1]}{more}")
+        level = max(1, min(int(level), len(hints)))
+        more = (f" (more: {name}.hint({level + 1}))" if level < len(hints)
+                else f" (that is the last hint; {name}.solution() shows an answer)")
+        print(f"💡 Hint {level} for {name}: {hints[level - 1]}{more}")
 
     def solution(self):
         """The solution notebook's code for this task (solutions/<chapter>.ipynb), where this build has it."""
+        name = self.task.name
         if not solutions_shipped():
-            print(f"🔒 {self.name}: the solutions are withheld in this build of the course (a student build for "
-                  f"a graded class); {self.name}.hint() still gives nudges, and your instructor has the answers")
+            print(f"🔒 {name}: the solutions are withheld in this build of the course (a student build for "
+                  f"a graded class); {name}.hint() still gives nudges, and your instructor has the answers")
             return
-        print(f"Solution for {self.name} (from solutions/{self.chapter}.ipynb):\n{solution_source(self)}")
+        print(f"Solution for {name} (from solutions/{self.task.chapter}.ipynb):\n{solution_source(self.task)}")
 
 
 def solutions_shipped() -> bool:

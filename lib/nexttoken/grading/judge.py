@@ -42,6 +42,17 @@ def memory_cap(extra_mb: int = JUDGE_MEMORY_MB):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
+def judged_cases(task, held_out: bool) -> tuple[list[tuple], dict[int, str]]:
+    """The inputs one grading run sends in and judges, with {index: name} of the held-out ones among them:
+    the task's visible inputs, or with ``held_out`` its held-out ones alone. Imported only then: a student
+    build of the package has no held_out module (``cli`` refuses --held-out there)."""
+    if not held_out:
+        return task.cases(), {}
+    from ..exercises import held_out as held_out_cases
+
+    return held_out_cases.judged(task)
+
+
 def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:
     """(status, reason) for one task's record, of a run on its visible inputs or (``held_out``) on its
     held-out inputs alone. Never raises: a failure of judging is a grader_error."""
@@ -51,12 +62,12 @@ def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:
         return "error", f"your code replaced part of the grader's recorder ({names}), so this task was not graded"
     with JUDGING, memory_cap():
         try:
-            inputs = task.judged_cases(held_out)[0]
+            inputs, hidden = judged_cases(task, held_out)
             outcomes = decode_outcomes(record.get("outcomes"), len(inputs))
         except Rejected as exc:
             return "error", f"the recorded outputs were rejected: {exc}"
         try:
-            status, reason = task.evaluate(outcomes, held_out)
+            status, reason = task.evaluate(outcomes, inputs, hidden)
             if not (isinstance(status, str) and isinstance(reason, str)):
                 raise TypeError("evaluate did not return (str, str)")
         except MemoryError:

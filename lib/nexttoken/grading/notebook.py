@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
 from .csvs import MAX_REASON, clean
-from .judge import judge, library_calls
+from .judge import judge, judged_cases, library_calls
 from .runner import RunResult, Settings, Stop, generate_rule, run_once
 
 NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
@@ -83,7 +83,7 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
                   budget_end: float) -> None:
     """The tasks that passed on their visible inputs, run again on their held-out inputs alone, in runs of
     their own: the runs that showed the learner's text never held a held-out input. What these runs say
-    is the check's own words (``Task.judge``: a held-out test by its place, an error by its type); their
+    is the check's own words (``Task.verdict``: a held-out test by its place, an error by its type); their
     cells' errors, stops and library calls are not repeated (the visible runs reported the same cells)."""
     passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
     if not passed:
@@ -94,7 +94,7 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
         status, reason = hidden.results.get(task_name, ("error", "no outputs were recorded"))
         visible_count = len(recording.tasks[task_name].cases())
         if status == "passed":
-            count = len(recording.tasks[task_name].held_out_cases())
+            count = len(judged_cases(recording.tasks[task_name], True)[0])
             reason = f"all {visible_count + count} tests passed ({count} of them held out)"
         elif not reason.startswith(f"{recording.tasks[task_name].function}(...) on held-out test"):
             reason = f"on the held-out tests: {status}"  # a stop of the run: its detail is not repeated

@@ -5,7 +5,7 @@ learner's code runs (in a notebook's ``check()``, and inside the batch grader's 
 It keeps only plain data: each output, or the error it raised, or the fact that it changed an input or
 broke one of the task's rules. It imports only torch and the lesson's library, never a task's reference,
 known mistakes or held-out inputs: the sandbox runs this file, and those stay outside it (the other half,
-judging, is ``nexttoken.exercises.task.Task.judge``).
+judging, is ``nexttoken.exercises.task.Task.verdict``).
 """
 
 import contextlib
