@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
-from nexttoken.grading import cli, csvs, exports
+from nexttoken.grading import cli, csvs, exports, rosters
 
 ROOT = Path(__file__).resolve().parents[2]
 CH02 = [f"ch02.q{i}" for i in range(1, 6)]
@@ -159,10 +159,10 @@ def test_a_classmates_roster_line_can_only_be_matched_by_case_when_the_roster_sa
     assert code == 0 and "no_roster_entry" not in err
     assert "**5 of 5 points.**" in (tmp_path / "fb" / "a1.md").read_text()
     (tmp_path / "roster2.csv").write_text("file,student_id,name\na.ipynb,Ab,A\nb.ipynb,AB,B\n")
-    exports.read_roster(tmp_path / "roster2.csv")  # two ids, case-sensitive
-    with pytest.raises(exports.RosterError, match="line 3: student_id 'AB' twice"):
-        exports.read_roster(tmp_path / "roster2.csv", ignore_case=True)
-    assert exports.student_keys(exports.read_roster(tmp_path / "roster2.csv"))["Ab"].startswith("Ab~")
+    rosters.read_roster(tmp_path / "roster2.csv")  # two ids, case-sensitive
+    with pytest.raises(rosters.RosterError, match="line 3: student_id 'AB' twice"):
+        rosters.read_roster(tmp_path / "roster2.csv", ignore_case=True)
+    assert exports.student_keys(rosters.read_roster(tmp_path / "roster2.csv"))["Ab"].startswith("Ab~")
 
 
 def test_a_notebook_of_another_chapter_gets_0_for_the_assignment(tmp_path, capsys, monkeypatch):

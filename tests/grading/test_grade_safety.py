@@ -147,13 +147,6 @@ def test_bad_limits_are_named(args, named, capsys):
     assert f"argument {named}" in capsys.readouterr().err
 
 
-def test_a_grades_csv_from_before_the_library_calls_column_still_resumes(tmp_path):
-    path = tmp_path / "old.csv"
-    path.write_text("submission,task,points,max_points,status,reason\na.ipynb,ch02.q1,1,1,passed,all 5 tests passed\n")
-    [row] = csvs.read_previous(path)
-    assert row["library_calls"] == "" and row["points"] == "1" and row["reason"] == "all 5 tests passed"
-
-
 def test_a_reason_of_several_lines_is_one_csv_line():
     text = "your output is wrong\n   input:    f(3)\n   expected: 1\n   got:      2\n"
     assert csvs.one_line(text) == "your output is wrong | input:    f(3) | expected: 1 | got:      2"

@@ -11,9 +11,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import assignment, explanations, exports, sandbox
-from .csvs import (FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, shown,
-                   write_csv)
+from . import assignment, explanations, exports, rosters, sandbox
+from .csvs import (FIELDS, about_notebook, clean, clean_rows, counted, error_row, gradebook, name_text,
+                   notebook_row, read_previous, shown, write_csv)
 from .notebook import grade_notebook
 from .runner import Settings
 from .submissions import Snapshots, read_submission
@@ -28,16 +28,11 @@ def positive_int(text: str) -> int:
     return value
 
 
-def counted(k: int, noun: str) -> str:
-    """'1 row', '2 rows': the noun takes the count's number (the console's counts are often 1)."""
-    return f"{k} {noun if k == 1 else noun + 's'}"
-
-
 def progress(done: int, total: int, name: str, rows: list[dict], seconds: float, same_as: str | None = None) -> None:
     """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status);
     a file of the same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb"."""
     points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
-    if rows[0]["task"] != "-":
+    if not about_notebook(rows[0]):
         score = f"{points}/{most}"
     else:  # the notebook as a whole: its status, and "0/5" where --chapter gives the assignment's points
         score = rows[0]["status"] + (f" {points}/{most}" if most else "")
@@ -58,7 +53,7 @@ def most_points(args, rows: list[dict]) -> int:
     return exports.assignment_max(rows, assignment.chapter_points(args.chapter) if args.chapter else None)
 
 
-def write_grades(args, rows: list[dict], roster: exports.Roster | None) -> list[dict]:
+def write_grades(args, rows: list[dict], roster: rosters.Roster | None) -> list[dict]:
     """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
     each submission's tasks in order), so that merged shards give exactly what one run writes."""
     rows = sorted(assignment.for_assignment(rows, args.chapter), key=lambda r: r["submission"])
@@ -66,7 +61,7 @@ def write_grades(args, rows: list[dict], roster: exports.Roster | None) -> list[
     if roster is None:
         write_csv(args.out, FIELDS, rows)
     else:
-        write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster, most))
+        write_csv(args.out, FIELDS + rosters.IDENTITY, exports.with_identity(rows, roster, most))
     if args.gradebook is not None:
         write_csv(args.gradebook, *(gradebook(rows) if roster is None else
                                     exports.student_gradebook(rows, roster, most)))
@@ -78,13 +73,14 @@ def problems_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}-problems.csv")
 
 
-def report_roster(args, rows: list[dict], roster: exports.Roster) -> None:
+def report_roster(args, rows: list[dict], roster: rosters.Roster) -> None:
     """Every roster problem in the problems file, and on stderr their counts and the first few, named."""
     found = exports.problems(rows, roster)
     write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
     counts = Counter(p["problem"] for p in found)
     said = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
-    print(f"roster: {counted(len(roster.students), 'student')}, {counted(len(exports.per_submission(rows)), 'file')}; problems: {said}"
+    files = counted(len(exports.per_submission(rows)), "file")
+    print(f"roster: {counted(len(roster.students), 'student')}, {files}; problems: {said}"
           f" (all in {shown(problems_path(args.out))})", file=sys.stderr)
     for p in found[:20]:  # e.g. "duplicate_submission: a1 Alice: alice_v2.ipynb: not counted"
         who = f"{p['student_id']} {p['name']}".strip()
@@ -111,22 +107,17 @@ def merge(argv) -> int:
     args.parts = [part for part in args.parts if part not in companions]
     rows, owner, answers = [], {}, {}
     try:
-        roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
+        roster = rosters.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
         for number, part in enumerate(args.parts):
             if not part.is_file():
                 raise ValueError(f"{part} does not exist")
-            explained = explanations.explanations_path(part)
-            if not explained.is_file():  # every grading run writes it; an older grader's shard has none
-                print(f"WARNING: {shown(explained)} does not exist: the explanations of {shown(part)}'s submissions "
-                      "are written as not_read (grade that shard again with --resume to read them from the "
-                      "submissions)", file=sys.stderr)
             for r in read_previous(part):
                 first = owner.setdefault(r["submission"], number)
                 if first != number:  # two shards graded it (or one CSV was given twice)
                     raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
                 rows.append(r)
-            answers.update(explanations.read(explained))
-    except (ValueError, exports.RosterError) as exc:
+            answers.update(explanations.read(explanations.explanations_path(part)))
+    except (ValueError, rosters.RosterError) as exc:
         print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
     rows = write_grades(args, rows, roster)
@@ -134,12 +125,12 @@ def merge(argv) -> int:
     write_exports(args, rows, roster, answers)
     if roster is not None:
         report_roster(args, rows, roster)
-    print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, {counted(len(rows), 'row')}, "
-          f"into {shown(args.out)}")
+    print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, "
+          f"{counted(len(rows), 'row')}, into {shown(args.out)}")
     return 0
 
 
-def write_explanations(args, rows: list[dict], answers: dict[str, dict], roster: exports.Roster | None) -> None:
+def write_explanations(args, rows: list[dict], answers: dict[str, dict], roster: rosters.Roster | None) -> None:
     """The explanations' answers next to --out, for the instructor to mark (no points counted here)."""
     explanations.write(explanations.explanations_path(args.out), rows, answers, roster, args.chapter)
 
@@ -155,8 +146,7 @@ def read_answer(data: bytes) -> dict:
 
 def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
     """--resume: the answers of the submissions graded already, as the earlier run wrote them, or, where it
-    did not (a run killed before it wrote them, or a grader older than the explanations), read again from
-    the file: JSON text only, never run."""
+    did not (a run killed before it wrote them), read again from the file: JSON text only, never run."""
     answers = explanations.read(explanations.explanations_path(args.out))
     for name in done - set(answers):
         if name in paths:
@@ -166,7 +156,7 @@ def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int
     return answers
 
 
-def write_exports(args, rows: list[dict], roster: exports.Roster | None, answers: dict[str, dict]) -> None:
+def write_exports(args, rows: list[dict], roster: rosters.Roster | None, answers: dict[str, dict]) -> None:
     """Canvas, Gradescope and the feedback files, from the same rows as grades.csv: with a roster, one
     of each per roster student, named by the roster; without, one per submission. Each results.json also
     holds the explanation's answer, question and rubric as a test of 0 points hidden from the student,
@@ -202,7 +192,8 @@ def add_export_arguments(p) -> None:
                         "folding); they are always compared in Unicode NFC form")
     p.add_argument("--chapter", type=assignment.chapter_arg,
                    help="the assignment's chapter (5 or ch05): a notebook of another chapter gets 0 for it")
-    p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
+    p.add_argument("--canvas", type=Path,
+                   help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
     p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
     p.add_argument("--gradescope", type=Path, help="also write DIR/<student_id, or file>/results.json (Gradescope)")
     p.add_argument("--github-classroom", action="store_true",
@@ -320,8 +311,8 @@ def main(argv=None):
             print(f"python -m nexttoken.grade: the folder of {shown(target)} does not exist", file=sys.stderr)
             return 2
     try:
-        roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
-    except exports.RosterError as exc:
+        roster = rosters.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
+    except rosters.RosterError as exc:
         print(f"python -m nexttoken.grade: {shown(exc)}", file=sys.stderr)
         return 2
     if args.github_classroom:  # the reporter's payload alone on stdout, and nothing on stderr
@@ -366,8 +357,7 @@ def main(argv=None):
         try:
             data, problem = snapshots.read(name)
             if problem is not None:
-                rows = [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
-                             reason=clean(problem[1]), library_calls="")]
+                rows = [notebook_row(name, problem[0], clean(problem[1]))]
             else:
                 answers[name] = read_answer(data)
                 rows = clean_rows(grade_notebook(name, data, settings, slot))

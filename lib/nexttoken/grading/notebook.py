@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
-from .csvs import MAX_REASON, clean
+from .csvs import MAX_REASON, Row, clean, notebook_row, task_row
 from .judge import judge, library_calls
 from .runner import RunResult, Settings, Stop, generate_rule, run_once
 
@@ -44,20 +44,17 @@ class Recording:
     skip: dict = field(default_factory=dict)  # code cells that hung or crashed: skipped in later runs
 
 
-def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[dict]:
+def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[Row]:
     """Rows for one submission (``name`` as in the CSV, ``data`` its snapshot); never raises for a bad
     submission. With --held-out, the tasks that pass on their visible inputs are run again, in a sandbox
     of their own, on their held-out inputs alone (``held_out_pass``)."""
-    def row(task, points, max_points, status, reason, library=""):
-        return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
-                    reason=clean(reason)[:MAX_REASON], library_calls=clean(library))
-
     budget_end = time.monotonic() + settings.notebook_timeout
     visible = replace(settings, held_out=False)
     first = run_once(data, None, [], set(), visible, slot, budget_end)  # it reads the notebook: its chapter
     problem = notebook_problem(first)
     if problem is not None:
-        return [row("-", 0, 0, *problem)]
+        status, reason = problem
+        return [notebook_row(name, status, clean(reason)[:MAX_REASON])]
     chapter_name = first.notebook["chapter"]
     if settings.chapter not in (None, chapter_name):  # --chapter: another chapter's work gets 0
         return [wrong_chapter(name, chapter_name, settings.chapter)]
@@ -74,8 +71,9 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
         status, reason = recording.results.get(task_name, ("error", "no outputs were recorded for this task"))
         if status in ("missing", "error") and notes:
             reason += f" ({notes[0]})"
-        rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
-                        status, reason, recording.calls.get(task_name, "")))
+        rows.append(task_row(name, f"{chapter_name}.{task_name}", task.points if status == "passed" else 0,
+                             task.points, status, clean(reason)[:MAX_REASON],
+                             clean(recording.calls.get(task_name, ""))))
     return rows
 
 
