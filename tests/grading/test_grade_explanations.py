@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nexttoken.exercises import explanations as source
-from nexttoken.grading import cli, csvs, explanations, sandbox
+from nexttoken.grading import batch, cli, csvs, explanations, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = json.loads((ROOT / "exercises" / "ch02.ipynb").read_text(encoding="utf-8"))
@@ -47,7 +47,7 @@ def grader(tmp_path, monkeypatch):
         return [dict(submission=name, task=f"{chapter}.q{i}", points=1, max_points=1, status="passed", reason="r",
                      library_calls="") for i in (1, 2)]
 
-    monkeypatch.setattr(cli, "grade_notebook", grade_notebook)
+    monkeypatch.setattr(batch, "grade_notebook", grade_notebook)
 
     def run(*args):
         code = cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "2", *args])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
-from nexttoken.grading import cli, csvs, exports, rosters
+from nexttoken.grading import batch, cli, csvs, exports, rosters
 
 ROOT = Path(__file__).resolve().parents[2]
 CH02 = [f"ch02.q{i}" for i in range(1, 6)]
@@ -123,7 +123,7 @@ def test_the_roster_problems_are_on_the_console_and_in_the_problems_file(attacke
 
 def test_names_on_the_terminal_are_escaped(attacked, capsys):
     _, out, err, _ = attacked
-    cli.progress(3, 9, ESCAPE_NAME, rows_of(ESCAPE_NAME, [1, 0]), 1.25)
+    batch.progress(3, 9, ESCAPE_NAME, rows_of(ESCAPE_NAME, [1, 0]), 1.25)
     assert capsys.readouterr().err == "[3/9] \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb 1/2 in 1.2 s\n"
     assert "\x1b" not in out + err and "\u202e" not in out + err
     assert "no_roster_entry: \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in err
