@@ -148,7 +148,7 @@ def test_a_sandbox_without_generate_replaces_its_file_and_hides_its_compiled_cop
 
 def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
     from nexttoken.exercises.calling import RULE
-    from nexttoken.grading.runner import first_tasks, generate_rule
+    from nexttoken.grading.orders import first_tasks, generate_rule
 
     module = chapter("ch05")
     message = generate_rule(module.q2)

@@ -5,7 +5,7 @@ in one CSV next to --out (grades.csv: grades-explanations.csv). Nothing here sco
 
 The answer is read in the grader's own process, from the snapshot the grader took (``submissions``): the
 notebook is parsed as JSON text and nothing in it runs. The notebook is still hostile, so it is parsed only
-under the recorder messages' cap of ``{``, ``[`` and ``,`` (``runner.MAX_TOKENS``), one notebook at a time;
+under the recorder messages' cap of ``{``, ``[`` and ``,`` (``protocol.MAX_TOKENS``), one notebook at a time;
 the answer's control and invisible characters become visible escapes, it is cut at MAX_ANSWER characters
 (saying so), and ``csvs.write_csv`` keeps a spreadsheet from reading any cell as a formula.
 
@@ -25,7 +25,7 @@ from . import rosters
 from .csvs import about_notebook, clean, unescape, write_csv
 from .exports import per_submission
 from .rosters import IDENTITY, Roster
-from .runner import MAX_TOKENS
+from .protocol import MAX_TOKENS
 
 MAX_ANSWER = 2000  # characters of an answer in the CSV: 2 to 4 sentences are a few hundred
 FIELDS = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]
