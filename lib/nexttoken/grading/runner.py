@@ -184,7 +184,7 @@ def _send_order(stdin, order: bytes | None) -> None:
         if order is not None:
             stdin.write(b"%d\n" % len(order))
             stdin.write(order)
-    except (OSError, ValueError):  # the recorder is gone: its end is reported by _follow
+    except (OSError, ValueError):  # the recorder is gone: its end is reported by Follower.next_chunk
         pass
     finally:
         try:
