@@ -242,7 +242,7 @@ def test_a_sandbox_without_generate_replaces_its_file_and_shows_no_compiled_copy
 
 def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
     from nexttoken.recorder.calling import RULE
-    from nexttoken.grading.runner import first_tasks, generate_rule
+    from nexttoken.grading.orders import first_tasks, generate_rule
 
     module = chapter("ch05")
     message = generate_rule(module.q2)

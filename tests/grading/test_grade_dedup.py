@@ -3,7 +3,7 @@ gives every file of those bytes its own rows, under its own name and, with a ros
 
 import csv
 
-from nexttoken.grading import cli, sandbox
+from nexttoken.grading import batch, cli, sandbox
 
 
 def read(path):
@@ -22,7 +22,7 @@ def test_identical_submissions_are_graded_once_and_each_keeps_its_rows(tmp_path,
         return [dict(submission=name, task=f"ch02.q{i}", points=points, max_points=1,
                      status="passed" if points else "failed", reason="r", library_calls="") for i in (1, 2)]
 
-    monkeypatch.setattr(cli, "grade_notebook", grade_notebook)
+    monkeypatch.setattr(batch, "grade_notebook", grade_notebook)
     same = b'{"cells": [], "nbformat": 4, "right": 1}'
     files = {"alice.ipynb": same, "bob.ipynb": same, "carol.ipynb": b'{"wrong": 1}', "dave.ipynb": same,
              "erin.ipynb": same + b" "}  # one byte more: other bytes, graded on its own

@@ -13,7 +13,7 @@ import sys
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
-from nexttoken.grading import csvs, exports
+from nexttoken.grading import csvs, exports, rosters
 
 
 def rows_of(name, points, status="passed", tasks=("ch02.q1", "ch02.q2")):
@@ -22,7 +22,7 @@ def rows_of(name, points, status="passed", tasks=("ch02.q1", "ch02.q2")):
             for t, p in zip(tasks, points)]
 
 
-ROSTER = exports.Roster([
+ROSTER = rosters.Roster([
           dict(file="alice_*.ipynb", student_id="a1", name="Alice", email="", section="S1", canvas_id="101",
                sis_user_id="SIS-A", sis_login_id="alice", ),
           dict(file="bob.ipynb", student_id="b2", name="Bob", email="", section="S2", canvas_id="102",
@@ -38,13 +38,13 @@ def write_roster(tmp_path, text):
 
 
 def test_the_roster_needs_its_columns_and_unique_ids(tmp_path):
-    with pytest.raises(exports.RosterError, match="needs the columns file, student_id, name .missing: student_id"):
-        exports.read_roster(write_roster(tmp_path, "file,name\nx.ipynb,X\n"))
-    with pytest.raises(exports.RosterError, match="line 3: student_id 'a1' twice"):
-        exports.read_roster(write_roster(tmp_path, "file,student_id,name\nx,a1,X\ny,a1,Y\n"))
-    with pytest.raises(exports.RosterError, match="line 2: file and student_id must not be empty"):
-        exports.read_roster(write_roster(tmp_path, "file,student_id,name\n,a1,X\n"))
-    roster = exports.read_roster(write_roster(tmp_path, "\ufefffile,student_id,name,section\nx.ipynb,a1,X,S\n"))
+    with pytest.raises(rosters.RosterError, match="needs the columns file, student_id, name .missing: student_id"):
+        rosters.read_roster(write_roster(tmp_path, "file,name\nx.ipynb,X\n"))
+    with pytest.raises(rosters.RosterError, match="line 3: student_id 'a1' twice"):
+        rosters.read_roster(write_roster(tmp_path, "file,student_id,name\nx,a1,X\ny,a1,Y\n"))
+    with pytest.raises(rosters.RosterError, match="line 2: file and student_id must not be empty"):
+        rosters.read_roster(write_roster(tmp_path, "file,student_id,name\n,a1,X\n"))
+    roster = rosters.read_roster(write_roster(tmp_path, "\ufefffile,student_id,name,section\nx.ipynb,a1,X,S\n"))
     assert roster.students == [dict(file="x.ipynb", student_id="a1", name="X", email="", section="S", canvas_id="",
                            sis_user_id="", sis_login_id="")]
 
@@ -63,7 +63,7 @@ def test_every_file_and_every_student_is_accounted_for():
 
 
 def test_a_file_two_roster_lines_name_is_reported_not_given_to_either():
-    roster = exports.Roster([dict(ROSTER.students[0]), dict(ROSTER.students[1], file="alice_*")])
+    roster = rosters.Roster([dict(ROSTER.students[0]), dict(ROSTER.students[1], file="alice_*")])
     [row, _] = exports.with_identity(rows_of("alice_1.ipynb", [1, 1]), roster)[:2]
     assert row["student_id"] == "" and row["roster_status"] == "several_students: a1, b2"
 
@@ -135,7 +135,7 @@ def test_file_keys_are_safe_and_unique_and_no_name_takes_anothers():
 
 def test_a_resumed_roster_csv_is_read_without_its_roster_rows(tmp_path):
     rows = exports.with_identity(rows_of("bob.ipynb", [0, 1]), ROSTER)
-    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS + csvs.IDENTITY, rows)
+    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS + rosters.IDENTITY, rows)
     back = csvs.read_previous(tmp_path / "g.csv")
     assert [r["submission"] for r in back] == ["bob.ipynb", "bob.ipynb"] and "student_id" not in back[0]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
-from nexttoken.grading import cli, csvs, exports
+from nexttoken.grading import batch, cli, csvs, exports, rosters
 
 ROOT = Path(__file__).resolve().parents[2]
 CH02 = [f"ch02.q{i}" for i in range(1, 6)]
@@ -123,7 +123,7 @@ def test_the_roster_problems_are_on_the_console_and_in_the_problems_file(attacke
 
 def test_names_on_the_terminal_are_escaped(attacked, capsys):
     _, out, err, _ = attacked
-    cli.progress(3, 9, ESCAPE_NAME, rows_of(ESCAPE_NAME, [1, 0]), 1.25)
+    batch.progress(3, 9, ESCAPE_NAME, rows_of(ESCAPE_NAME, [1, 0]), 1.25)
     assert capsys.readouterr().err == "[3/9] \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb 1/2 in 1.2 s\n"
     assert "\x1b" not in out + err and "\u202e" not in out + err
     assert "no_roster_entry: \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in err
@@ -159,10 +159,10 @@ def test_a_classmates_roster_line_can_only_be_matched_by_case_when_the_roster_sa
     assert code == 0 and "no_roster_entry" not in err
     assert "**5 of 5 points.**" in (tmp_path / "fb" / "a1.md").read_text()
     (tmp_path / "roster2.csv").write_text("file,student_id,name\na.ipynb,Ab,A\nb.ipynb,AB,B\n")
-    exports.read_roster(tmp_path / "roster2.csv")  # two ids, case-sensitive
-    with pytest.raises(exports.RosterError, match="line 3: student_id 'AB' twice"):
-        exports.read_roster(tmp_path / "roster2.csv", ignore_case=True)
-    assert exports.student_keys(exports.read_roster(tmp_path / "roster2.csv"))["Ab"].startswith("Ab~")
+    rosters.read_roster(tmp_path / "roster2.csv")  # two ids, case-sensitive
+    with pytest.raises(rosters.RosterError, match="line 3: student_id 'AB' twice"):
+        rosters.read_roster(tmp_path / "roster2.csv", ignore_case=True)
+    assert exports.student_keys(rosters.read_roster(tmp_path / "roster2.csv"))["Ab"].startswith("Ab~")
 
 
 def test_a_notebook_of_another_chapter_gets_0_for_the_assignment(tmp_path, capsys, monkeypatch):

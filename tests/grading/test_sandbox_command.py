@@ -318,14 +318,14 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
     monkeypatch.setattr(sandbox, "kill_user", killed.append)
     settings = runner.Settings(use_sandbox=False, uids=[61007])
     with pytest.raises(Done):
-        runner.run_once(b"{}", None, [], set(), settings, 0, time.monotonic() + 60)
+        runner.run_once(b"{}", None, lambda message: ([], None), set(), settings, 0, time.monotonic() + 60)
     [cmd] = started
     assert cmd[cmd.index("--") + 1:][:2] == [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid=61007"]
     assert "--no-new-privs" in cmd and any(a.startswith("--nproc=") for a in cmd)
     assert {uid for _, uid in chowned} == {61007} and any(p.endswith("submission.ipynb") for p, _ in chowned)
     settings = runner.Settings(use_sandbox=False, uids=[None])  # not root: as before, no setpriv
     with pytest.raises(Done):
-        runner.run_once(b"{}", None, [], set(), settings, 0, time.monotonic() + 60)
+        runner.run_once(b"{}", None, lambda message: ([], None), set(), settings, 0, time.monotonic() + 60)
     assert "--reuid=61007" not in " ".join(started[-1]) and not any(a.startswith("--nproc=") for a in started[-1])
 
     class Ended:

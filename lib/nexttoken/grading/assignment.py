@@ -4,6 +4,7 @@ with the reason, and no submission's total exceeds the chapter's points."""
 import argparse
 
 from ..exercises import CHAPTERS, chapter
+from .csvs import Row, about_notebook, notebook_row
 
 
 def chapter_arg(text: str) -> str:
@@ -21,15 +22,15 @@ def chapter_points(name: str) -> int:
     return sum(getattr(module, task).points for task in module.TASKS)
 
 
-def wrong_chapter(submission: str, found: str, expected: str) -> dict:
+def wrong_chapter(submission: str, found: str, expected: str) -> Row:
     """The one row of a notebook of another chapter: 0 of the assignment's points."""
-    return dict(submission=submission, task="-", points=0, max_points=chapter_points(expected),
-                status="wrong_chapter", library_calls="",
-                reason=f"this notebook is {found}'s (its metadata or the exercise module it imports), but the "
-                       f"assignment is {expected} (--chapter): not graded; hand in your {expected} notebook")
+    return notebook_row(submission, "wrong_chapter",
+                        f"this notebook is {found}'s (its metadata or the exercise module it imports), but the "
+                        f"assignment is {expected} (--chapter): not graded; hand in your {expected} notebook",
+                        chapter_points(expected))
 
 
-def for_assignment(rows: list[dict], expected: str | None) -> list[dict]:
+def for_assignment(rows: list[Row], expected: str | None) -> list[Row]:
     """The rows as the assignment counts them, whichever run wrote them (an earlier run --resume reads, the
     shards merge joins): a submission graded as another chapter becomes one wrong_chapter row, and a row
     for the notebook as a whole (unreadable, no chapter) is out of the chapter's points, not "0 of 0"."""
@@ -37,7 +38,7 @@ def for_assignment(rows: list[dict], expected: str | None) -> list[dict]:
         return rows
     others: dict[str, str] = {}  # a submission graded as another chapter -> that chapter
     for r in rows:
-        if r["task"] != "-" and not r["task"].startswith(f"{expected}."):
+        if not about_notebook(r) and not r["task"].startswith(f"{expected}."):
             others.setdefault(r["submission"], r["task"].split(".")[0])
     most, out, replaced = chapter_points(expected), [], set()
     for r in rows:
@@ -47,5 +48,5 @@ def for_assignment(rows: list[dict], expected: str | None) -> list[dict]:
                 replaced.add(name)
                 out.append(wrong_chapter(name, others[name], expected))
         else:
-            out.append({**r, "max_points": most} if r["task"] == "-" else r)
+            out.append({**r, "max_points": most} if about_notebook(r) else r)
     return out

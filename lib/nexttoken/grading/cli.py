@@ -2,21 +2,14 @@
 
 import argparse
 import importlib.util
-import json
 import os
-import queue
 import sys
-import time
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from . import assignment, explanations, exports, sandbox
-from .csvs import (FIELDS, IDENTITY, clean, clean_rows, error_row, gradebook, name_text, read_previous, shown,
-                   write_csv)
-from .notebook import grade_notebook
+from . import assignment, batch, explanations, outputs, rosters, sandbox
+from .csvs import counted, read_previous, shown
 from .runner import Settings
-from .submissions import Snapshots, read_submission
+
 
 def positive_int(text: str) -> int:
     try:
@@ -26,72 +19,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
     return value
-
-
-def counted(k: int, noun: str) -> str:
-    """'1 row', '2 rows': the noun takes the count's number (the console's counts are often 1)."""
-    return f"{k} {noun if k == 1 else noun + 's'}"
-
-
-def progress(done: int, total: int, name: str, rows: list[dict], seconds: float, same_as: str | None = None) -> None:
-    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status);
-    a file of the same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb"."""
-    points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
-    if rows[0]["task"] != "-":
-        score = f"{points}/{most}"
-    else:  # the notebook as a whole: its status, and "0/5" where --chapter gives the assignment's points
-        score = rows[0]["status"] + (f" {points}/{most}" if most else "")
-    how = f"in {seconds:.1f} s" if same_as is None else f"the same bytes as {shown(Path(same_as).name)}: graded once"
-    print(f"[{done}/{total}] {shown(Path(name).name)} {score} {how}", file=sys.stderr, flush=True)
-
-
-def copies_of(todo: list[str], first: dict[str, str]) -> dict[str, list[str]]:
-    """Each name to grade -> the later names of the same bytes, whose rows are its rows (graded once)."""
-    found: dict[str, list[str]] = {}
-    for name in todo:
-        found.setdefault(first.get(name, name), []).append(name)
-    return {name: same[1:] for name, same in found.items()}
-
-
-def most_points(args, rows: list[dict]) -> int:
-    """The assignment's points: its chapter's with --chapter, else the most a graded submission can get."""
-    return exports.assignment_max(rows, assignment.chapter_points(args.chapter) if args.chapter else None)
-
-
-def write_grades(args, rows: list[dict], roster: exports.Roster | None) -> list[dict]:
-    """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
-    each submission's tasks in order), so that merged shards give exactly what one run writes."""
-    rows = sorted(assignment.for_assignment(rows, args.chapter), key=lambda r: r["submission"])
-    most = most_points(args, rows)
-    if roster is None:
-        write_csv(args.out, FIELDS, rows)
-    else:
-        write_csv(args.out, FIELDS + IDENTITY, exports.with_identity(rows, roster, most))
-    if args.gradebook is not None:
-        write_csv(args.gradebook, *(gradebook(rows) if roster is None else
-                                    exports.student_gradebook(rows, roster, most)))
-    return rows
-
-
-def problems_path(out: Path) -> Path:
-    """Where a run with --roster lists the roster's problems: next to --out (grades.csv: grades-problems.csv)."""
-    return out.with_name(f"{out.stem}-problems.csv")
-
-
-def report_roster(args, rows: list[dict], roster: exports.Roster) -> None:
-    """Every roster problem in the problems file, and on stderr their counts and the first few, named."""
-    found = exports.problems(rows, roster)
-    write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
-    counts = Counter(p["problem"] for p in found)
-    said = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
-    print(f"roster: {counted(len(roster.students), 'student')}, {counted(len(exports.per_submission(rows)), 'file')}; problems: {said}"
-          f" (all in {shown(problems_path(args.out))})", file=sys.stderr)
-    for p in found[:20]:  # e.g. "duplicate_submission: a1 Alice: alice_v2.ipynb: not counted"
-        who = f"{p['student_id']} {p['name']}".strip()
-        parts = (p["problem"], who, Path(p["submission"]).name if p["submission"] else "", p["detail"])
-        print("  " + shown(": ".join(part for part in parts if part)), file=sys.stderr)
-    if len(found) > 20:
-        print(f"  ... and {len(found) - 20} more", file=sys.stderr)
 
 
 def merge(argv) -> int:
@@ -111,78 +38,27 @@ def merge(argv) -> int:
     args.parts = [part for part in args.parts if part not in companions]
     rows, owner, answers = [], {}, {}
     try:
-        roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
+        roster = rosters.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
         for number, part in enumerate(args.parts):
             if not part.is_file():
                 raise ValueError(f"{part} does not exist")
-            explained = explanations.explanations_path(part)
-            if not explained.is_file():  # every grading run writes it; an older grader's shard has none
-                print(f"WARNING: {shown(explained)} does not exist: the explanations of {shown(part)}'s submissions "
-                      "are written as not_read (grade that shard again with --resume to read them from the "
-                      "submissions)", file=sys.stderr)
             for r in read_previous(part):
                 first = owner.setdefault(r["submission"], number)
                 if first != number:  # two shards graded it (or one CSV was given twice)
                     raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
                 rows.append(r)
-            answers.update(explanations.read(explained))
-    except (ValueError, exports.RosterError) as exc:
+            answers.update(explanations.read(explanations.explanations_path(part)))
+    except (ValueError, rosters.RosterError) as exc:
         print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
-    rows = write_grades(args, rows, roster)
-    write_explanations(args, rows, answers, roster)
-    write_exports(args, rows, roster, answers)
+    rows = outputs.write_grades(args, rows, roster)
+    outputs.write_explanations(args, rows, answers, roster)
+    outputs.write_exports(args, rows, roster, answers)
     if roster is not None:
-        report_roster(args, rows, roster)
-    print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, {counted(len(rows), 'row')}, "
-          f"into {shown(args.out)}")
+        outputs.report_roster(args, rows, roster)
+    print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, "
+          f"{counted(len(rows), 'row')}, into {shown(args.out)}")
     return 0
-
-
-def write_explanations(args, rows: list[dict], answers: dict[str, dict], roster: exports.Roster | None) -> None:
-    """The explanations' answers next to --out, for the instructor to mark (no points counted here)."""
-    explanations.write(explanations.explanations_path(args.out), rows, answers, roster, args.chapter)
-
-
-def read_answer(data: bytes) -> dict:
-    """The explanation's answer in a submission's bytes (JSON text, read here: nothing of it runs); a bug
-    in reading it costs the answer, never the submission's grades."""
-    try:
-        return explanations.read_answer(data)
-    except Exception as exc:
-        return {"status": "not_read", "answer": f"not read: the grader could not read it ({type(exc).__name__})"}
-
-
-def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
-    """--resume: the answers of the submissions graded already, as the earlier run wrote them, or, where it
-    did not (a run killed before it wrote them, or a grader older than the explanations), read again from
-    the file: JSON text only, never run."""
-    answers = explanations.read(explanations.explanations_path(args.out))
-    for name in done - set(answers):
-        if name in paths:
-            data, problem = read_submission(paths[name], max_bytes)
-            if problem is None:
-                answers[name] = read_answer(data)
-    return answers
-
-
-def write_exports(args, rows: list[dict], roster: exports.Roster | None, answers: dict[str, dict]) -> None:
-    """Canvas, Gradescope and the feedback files, from the same rows as grades.csv: with a roster, one
-    of each per roster student, named by the roster; without, one per submission. Each results.json also
-    holds the explanation's answer, question and rubric as a test of 0 points hidden from the student,
-    for the instructor to mark (on Gradescope the grader's CSVs are not kept)."""
-    if args.canvas is not None:
-        write_csv(args.canvas, *exports.canvas(rows, roster, args.assignment))
-    for folder in (args.gradescope, args.feedback):
-        if folder is not None:
-            folder.mkdir(exist_ok=True)
-    explained = {r["submission"]: r for r in explanations.export_rows(rows, answers, args.chapter)}
-    for stem, results, feedback in exports.per_file(rows, roster, most_points(args, rows), explained):
-        if args.gradescope is not None:
-            (args.gradescope / stem).mkdir(exist_ok=True)
-            exports.write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
-        if args.feedback is not None:
-            exports.write_text(args.feedback / f"{stem}.md", feedback)
 
 
 def shard(text: str) -> tuple[int, int]:
@@ -202,7 +78,8 @@ def add_export_arguments(p) -> None:
                         "folding); they are always compared in Unicode NFC form")
     p.add_argument("--chapter", type=assignment.chapter_arg,
                    help="the assignment's chapter (5 or ch05): a notebook of another chapter gets 0 for it")
-    p.add_argument("--canvas", type=Path, help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
+    p.add_argument("--canvas", type=Path,
+                   help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
     p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
     p.add_argument("--gradescope", type=Path, help="also write DIR/<student_id, or file>/results.json (Gradescope)")
     p.add_argument("--github-classroom", action="store_true",
@@ -320,8 +197,8 @@ def main(argv=None):
             print(f"python -m nexttoken.grade: the folder of {shown(target)} does not exist", file=sys.stderr)
             return 2
     try:
-        roster = exports.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
-    except exports.RosterError as exc:
+        roster = rosters.read_roster(args.roster, args.ignore_case) if args.roster is not None else None
+    except rosters.RosterError as exc:
         print(f"python -m nexttoken.grade: {shown(exc)}", file=sys.stderr)
         return 2
     if args.github_classroom:  # the reporter's payload alone on stdout, and nothing on stderr
@@ -343,105 +220,4 @@ def main(argv=None):
                         use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
                         cgroups=cgroups, uids=uids, held_out=args.held_out, chapter=args.chapter)
 
-    previous = read_previous(args.out) if args.resume else []
-    done = {r["submission"] for r in previous}
-    paths = {name_text(p): p for p in args.submissions}  # in order, once each
-    answers = earlier_answers(args, done, paths, settings.max_bytes) if args.resume else {}
-    if args.shard is not None:  # every N-th of the sorted names, from the K-th: the same slices on any machine
-        k, n = args.shard
-        paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
-    todo = [name for name in paths if name not in done]
-    snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
-    copies = copies_of(todo, snapshots.first)  # identical files (same bytes): graded once, a row set each
-    graded: dict[str, list[dict]] = {}
-    slots: queue.Queue = queue.Queue()
-    for slot in range(args.jobs):
-        slots.put(slot)
-
-    started: dict[str, float] = {}
-
-    def grade_one(name: str) -> list[dict]:
-        slot = slots.get()
-        started[name] = time.monotonic()  # from its start in a slot, not from the batch's
-        try:
-            data, problem = snapshots.read(name)
-            if problem is not None:
-                rows = [dict(submission=name, task="-", points=0, max_points=0, status=problem[0],
-                             reason=clean(problem[1]), library_calls="")]
-            else:
-                answers[name] = read_answer(data)
-                rows = clean_rows(grade_notebook(name, data, settings, slot))
-            return assignment.for_assignment(rows, args.chapter)
-        except Exception as exc:  # a grader bug must not cost the other submissions their grades
-            return [error_row(name, exc)]
-        finally:
-            slots.put(slot)
-
-    def save() -> tuple[list[dict], bool]:
-        rows = previous + [r for name in todo if name in graded for r in graded[name]]
-        try:
-            rows = write_grades(args, rows, roster)
-        except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
-            print(f"WARNING: could not write {shown(args.out)}: {shown(exc)}", file=sys.stderr)
-            return rows, False
-        try:
-            write_explanations(args, rows, answers, roster)
-        except Exception as exc:  # the grades are saved; the answers are tried again after the next one
-            print(f"WARNING: could not write {shown(explanations.explanations_path(args.out))}: {shown(exc)}",
-                  file=sys.stderr)
-        return rows, True
-
-    start = time.monotonic()
-    rows, saved = save()
-    try:
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(grade_one, name): name for name in copies}
-            count = 0
-            for future in as_completed(futures):
-                name = futures[future]
-                try:
-                    graded[name] = future.result()
-                except BaseException as exc:  # grade_one returns rows; this is a last guard
-                    graded[name] = [error_row(name, exc)]
-                for same in copies[name]:  # its rows, under the other file's name
-                    graded[same] = [dict(r, submission=same) for r in graded[name]]
-                    if name in answers:
-                        answers[same] = answers[name]
-                rows, saved = save()
-                count += 1
-                progress(count, len(todo), name, graded[name], time.monotonic() - started.get(name, start))
-                for same in copies[name]:
-                    count += 1
-                    progress(count, len(todo), same, graded[same], 0.0, same_as=name)
-    finally:
-        snapshots.close()
-        if cgroups is not None:
-            cgroups.sweep()
-    elapsed = time.monotonic() - start
-    if not saved:
-        print(f"python -m nexttoken.grade: the grades could not be written to {shown(args.out)}", file=sys.stderr)
-        return 1
-
-    try:
-        write_exports(args, rows, roster, answers)
-        if roster is not None:
-            report_roster(args, rows, roster)
-    except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
-        print(f"python -m nexttoken.grade: the exports could not be written: {shown(exc)}", file=sys.stderr)
-        return 1
-    if args.github_classroom:
-        print(exports.github_classroom(rows))
-        return 0
-    print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
-    for r in rows:
-        print(f"{shown(Path(r['submission']).name)[:40]:40s} {shown(r['task']):10s} "
-              f"{r['points']:>3}/{r['max_points']:<2}  {shown(r['status'])}")
-    if todo:
-        repeated = len(todo) - len(copies)
-        print(f"graded {counted(len(todo), 'submission')} in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
-              f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
-              + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
-    print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
-          + (f" and {shown(args.gradebook)}" if args.gradebook else "")
-          + f"; the explanations' answers, to mark, to {shown(explanations.explanations_path(args.out))}")
-    return 0
+    return batch.run(args, settings, roster)

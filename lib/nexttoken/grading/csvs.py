@@ -5,12 +5,49 @@ import csv
 import os
 import tempfile
 from pathlib import Path
+from typing import TypedDict
 
-# library_calls: the library functions an answer called that the exercise has it write (reported, not penalised).
-FIELDS = ["submission", "task", "points", "max_points", "status", "reason", "library_calls"]
-OLD_FIELDS = FIELDS[:6]  # a CSV written before library_calls had its column: --resume still reads it
-IDENTITY = ["student_id", "name", "roster_status"]  # the columns grades.csv gains with --roster (exports.py)
+from .rosters import IDENTITY
+
 MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
+NOTEBOOK = "-"  # the task of a row about a submission as a whole (unreadable, another chapter's, no chapter)
+
+
+class Row(TypedDict):
+    """One row of grades.csv, by column: one task of one submission, or (``about_notebook``) the submission
+    as a whole. The grader makes them with ``task_row`` and ``notebook_row``; read back (--resume, merge),
+    points and max_points are text."""
+    submission: str
+    task: str
+    points: int
+    max_points: int
+    status: str
+    reason: str
+    library_calls: str  # the library functions the answer called that the exercise has it write (not penalised)
+
+
+FIELDS = list(Row.__annotations__)  # grades.csv's columns, in order
+
+
+def task_row(submission: str, task: str, points: int, max_points: int, status: str, reason: str,
+             library_calls: str = "") -> Row:
+    return Row(submission=submission, task=task, points=points, max_points=max_points, status=status,
+               reason=reason, library_calls=library_calls)
+
+
+def notebook_row(submission: str, status: str, reason: str, max_points: int = 0) -> Row:
+    """The one row of a submission not graded task by task: 0 points of ``max_points``."""
+    return task_row(submission, NOTEBOOK, 0, max_points, status, reason)
+
+
+def about_notebook(row: Row) -> bool:
+    """Whether the row is about the submission as a whole (``notebook_row``), not one of its tasks."""
+    return row["task"] == NOTEBOOK
+
+
+def counted(k: int, noun: str) -> str:
+    """'1 row', '2 rows': the noun takes the count's number (the console's counts are often 1)."""
+    return f"{k} {noun if k == 1 else noun + 's'}"
 
 
 def clean(value) -> str:
@@ -50,7 +87,7 @@ def escape(value) -> str:
     with "'" gets one too, so the escape escapes its own marker and ``unescape`` is exact (two file names
     never read back as one)."""
     text = str(value)
-    return "'" + text if text[:1] in (*FORMULA_STARTS, "'") and text != "-" else text
+    return "'" + text if text[:1] in (*FORMULA_STARTS, "'") and text != NOTEBOOK else text
 
 
 def unescape(text: str) -> str:
@@ -58,6 +95,7 @@ def unescape(text: str) -> str:
 
 
 def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
+    """Any CSV of the grader's (``rows`` by column), every cell through ``clean``, written atomically."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
@@ -75,30 +113,34 @@ def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
         raise
 
 
-def gradebook(rows: list[dict]) -> tuple[list[str], list[dict]]:
+def task_names(rows: list[Row]) -> list[str]:
+    """The tasks the rows grade, sorted (a gradebook's columns)."""
+    return sorted({r["task"] for r in rows if not about_notebook(r)})
+
+
+def gradebook(rows: list[Row]) -> tuple[list[str], list[dict]]:
     """One row per submission: each task's points, the total and the maximum (what an LMS imports)."""
-    task_names = sorted({r["task"] for r in rows if r["task"] != "-"})
     book: dict[str, dict] = {}
     for r in rows:
         entry = book.setdefault(r["submission"], {"submission": r["submission"], "total": 0, "max_points": 0})
-        if r["task"] != "-":
+        if not about_notebook(r):
             entry[r["task"]] = r["points"]
         entry["total"] += int(r["points"])
         entry["max_points"] += int(r["max_points"])
-    return ["submission", *task_names, "total", "max_points"], list(book.values())
+    return ["submission", *task_names(rows), "total", "max_points"], list(book.values())
 
 
-def read_previous(path: Path) -> list[dict]:
+def read_previous(path: Path) -> list[Row]:
     """Rows of an earlier run (for --resume); a missing file is an empty start."""
     if not path.exists():
         return []
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames not in (FIELDS, OLD_FIELDS, FIELDS + IDENTITY):
+            if reader.fieldnames not in (FIELDS, FIELDS + IDENTITY):
                 raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
             # The roster's columns and its missing_submission rows are made again from --roster at each save.
-            rows = [{"library_calls": "", **{k: unescape(v or "") for k, v in r.items() if k not in IDENTITY}}
+            rows = [Row(**{k: unescape(v or "") for k, v in r.items() if k not in IDENTITY})
                     for r in reader if r.get("roster_status") != "missing_submission"]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise SystemExit(f"--resume: {path} is not a readable grades CSV ({type(exc).__name__}: {exc})") from None
@@ -108,7 +150,7 @@ def read_previous(path: Path) -> list[dict]:
     return rows
 
 
-def clean_rows(rows: list[dict]) -> list[dict]:
+def clean_rows(rows: list[Row]) -> list[Row]:
     """Every field of every row as encodable text (the CSV and the summary can always be written)."""
     return [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
 
@@ -118,6 +160,6 @@ def one_line(text: str) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def error_row(name: str, exc: BaseException) -> dict:
-    return dict(submission=name, task="-", points=0, max_points=0, status="grader_error",
-                reason=one_line(clean(f"{type(exc).__name__}: {exc}"))[:MAX_REASON], library_calls="")
+def error_row(name: str, exc: BaseException) -> Row:
+    """The row of a submission the grader failed on (a bug of ours): its other submissions are graded."""
+    return notebook_row(name, "grader_error", one_line(clean(f"{type(exc).__name__}: {exc}"))[:MAX_REASON])

@@ -5,7 +5,7 @@ in one CSV next to --out (grades.csv: grades-explanations.csv). Nothing here sco
 
 The answer is read in the grader's own process, from the snapshot the grader took (``submissions``): the
 notebook is parsed as JSON text and nothing in it runs. The notebook is still hostile, so it is parsed only
-under the recorder messages' cap of ``{``, ``[`` and ``,`` (``runner.MAX_TOKENS``), one notebook at a time;
+under the recorder messages' cap of ``{``, ``[`` and ``,`` (``protocol.MAX_TOKENS``), one notebook at a time;
 the answer's control and invisible characters become visible escapes, it is cut at MAX_ANSWER characters
 (saying so), and ``csvs.write_csv`` keeps a spreadsheet from reading any cell as a formula.
 
@@ -21,13 +21,14 @@ import unicodedata
 from pathlib import Path
 
 from ..exercises import explanations as source
-from . import exports
-from .csvs import clean, unescape, write_csv
-from .runner import MAX_TOKENS
+from . import rosters
+from .csvs import about_notebook, clean, unescape, write_csv
+from .exports import per_submission
+from .rosters import IDENTITY, Roster
+from .protocol import MAX_TOKENS
 
 MAX_ANSWER = 2000  # characters of an answer in the CSV: 2 to 4 sentences are a few hundred
 FIELDS = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]
-IDENTITY = ["student_id", "name", "roster_status"]  # first, with --roster: the instructor marks by student
 WITHHELD = "not in this build (a student build leaves the rubric out): export with the full package"
 # status: answered, cut (longer than MAX_ANSWER), no_answer (empty, or the placeholder untouched),
 # not_read (not JSON, or too many JSON values to parse here), or the notebook's own status where it was
@@ -109,8 +110,8 @@ def export_rows(rows: list[dict], answers: dict[str, dict], expected: str | None
     (one row for the whole notebook: invalid, another chapter's, too large) has its status and no answer."""
     table = source.table()
     out = []
-    for name, mine in exports.per_submission(rows).items():
-        tasks = [r["task"] for r in mine if r["task"] != "-"]
+    for name, mine in per_submission(rows).items():
+        tasks = [r["task"] for r in mine if not about_notebook(r)]
         chapter = tasks[0].split(".")[0] if tasks else (expected or "")
         if tasks:
             got = answers.get(name, {"status": "not_read", "answer": ""})
@@ -122,31 +123,22 @@ def export_rows(rows: list[dict], answers: dict[str, dict], expected: str | None
     return out
 
 
-def with_identity(lines: list[dict], roster: exports.Roster, expected: str | None = None) -> list[dict]:
-    """The rows, each with its student (as grades.csv's: a file nobody owns stays, unowned), then a
-    missing_submission row per student with no file."""
-    files_of, status = exports.match([r["submission"] for r in lines], roster)
-    owner = {name: s for s in roster for name in files_of[s["student_id"]]}
-    out = [{"student_id": owner.get(r["submission"], {}).get("student_id", ""),
-            "name": owner.get(r["submission"], {}).get("name", ""), "roster_status": status[r["submission"]], **r}
-           for r in lines]
-    table = source.table()
-    for s in roster:
-        if not files_of[s["student_id"]]:
-            out.append({"student_id": s["student_id"], "name": s["name"], "roster_status": "missing_submission",
-                        "submission": "-", "chapter": expected or "", "status": "missing_submission",
-                        "answer": "", **question_columns(expected or "", table), "points": ""})
-    return out
+def missing_line(student: dict, expected: str | None, table: dict | None) -> dict:
+    """The line of a roster student with no file: no answer, the assignment's question."""
+    return {"submission": "-", "chapter": expected or "", "status": "missing_submission", "answer": "",
+            **question_columns(expected or "", table), "points": ""}
 
 
-def write(path: Path, rows: list[dict], answers: dict[str, dict], roster: exports.Roster | None,
+def write(path: Path, rows: list[dict], answers: dict[str, dict], roster: Roster | None,
           expected: str | None = None) -> None:
     """The explanations CSV for the grades ``rows`` (as grades.csv holds them)."""
     lines = export_rows(rows, answers, expected)
     if roster is None:
         write_csv(path, FIELDS, lines)
     else:
-        write_csv(path, IDENTITY + FIELDS, with_identity(lines, roster, expected))
+        table = source.table()  # the instructor marks by student: the IDENTITY columns first
+        write_csv(path, IDENTITY + FIELDS, rosters.with_identity(lines, roster,
+                                                                 lambda s: missing_line(s, expected, table)))
 
 
 def read(path: Path) -> dict[str, dict]:

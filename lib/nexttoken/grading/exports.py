@@ -9,124 +9,27 @@ is reported (``problems``), never merged into anyone else's.
 """
 
 import base64
-import csv
-import fnmatch
 import hashlib
 import json
 import os
 import re
 import tempfile
-import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from .csvs import clean, shown
+from . import rosters
+from .csvs import NOTEBOOK, Row, about_notebook, clean, notebook_row, shown, task_names
+from .rosters import Roster, match, missing_reason
 
-REQUIRED = ("file", "student_id", "name")  # file: a submission's file name, or a pattern (s12_*.ipynb)
-OPTIONAL = ("email", "section", "canvas_id", "sis_user_id", "sis_login_id")
-# A row's roster_status (csvs.IDENTITY): matched, no_roster_entry (a file no roster line names),
-# several_students (a file that two lines name), duplicate_submission (a student with two files: both
-# graded, both reported) or missing_submission (a student with no file: a row of 0 points). A student's
-# gradebook status is also wrong_chapter where their one file is another chapter's notebook (0 points).
 PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
 
 
-class RosterError(ValueError):
-    """A roster that cannot be used as it is: the message says what to fix."""
-
-
-def folded(text: str, ignore_case: bool = False) -> str:
-    """A name as names are compared: NFC (a Mac writes "é" as e + a combining accent, the roster's
-    spreadsheet as one character) and, with --ignore-case, Unicode case folding."""
-    text = unicodedata.normalize("NFC", text)
-    return text.casefold() if ignore_case else text
-
-
-@dataclass
-class Roster:
-    """The class: one dict per student (REQUIRED and OPTIONAL columns), and how names are compared."""
-    students: list[dict] = field(default_factory=list)
-    ignore_case: bool = False
-
-    def __iter__(self):
-        return iter(self.students)
-
-
-def read_roster(path: Path, ignore_case: bool = False) -> Roster:
-    """The roster's students, each a dict of REQUIRED and OPTIONAL columns (missing optional ones: "")."""
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's BOM is no column
-            reader = csv.DictReader(f)
-            columns = reader.fieldnames or []
-            students = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise RosterError(f"--roster: cannot read {path} ({type(exc).__name__}: {exc})") from None
-    missing = [c for c in REQUIRED if c not in columns]
-    if missing:
-        raise RosterError(f"--roster: {path} needs the columns {', '.join(REQUIRED)} (missing: "
-                          f"{', '.join(missing)}; it has {', '.join(columns) or 'none'})")
-    seen = set()
-    for line, student in enumerate(students, start=2):
-        if not (student.get("file") or "").strip() or not (student.get("student_id") or "").strip():
-            raise RosterError(f"--roster: {path} line {line}: file and student_id must not be empty")
-        sid = folded(student["student_id"].strip(), ignore_case)  # ids that only look different are one
-        if sid in seen:
-            raise RosterError(f"--roster: {path} line {line}: student_id {student['student_id']!r} twice")
-        seen.add(sid)
-    return Roster([{c: (s.get(c) or "").strip() for c in (*REQUIRED, *OPTIONAL)} for s in students], ignore_case)
-
-
-def owners(names: list[str], roster: Roster) -> dict[str, list[dict]]:
-    """For each submission (its name as in the CSV), the roster students whose ``file`` matches its
-    file name (a pattern, as fnmatch reads it), both compared as ``folded`` says."""
-    patterns = [(folded(s["file"], roster.ignore_case), s) for s in roster]
-    found = {}
-    for name in names:
-        base = folded(Path(name).name, roster.ignore_case)
-        found[name] = [s for pattern, s in patterns if fnmatch.fnmatchcase(base, pattern)]
-    return found
-
-
-def match(names: list[str], roster: Roster) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """({student_id: the files that are theirs}, {file: its roster_status}). A file is a student's only
-    where exactly one roster line names it: a file no line names, or two lines name, is nobody's."""
-    files_of: dict[str, list[str]] = {s["student_id"]: [] for s in roster}
-    status = {}
-    for name, students in owners(names, roster).items():
-        if len(students) == 1:
-            files_of[students[0]["student_id"]].append(name)
-        elif students:
-            status[name] = "several_students: " + ", ".join(s["student_id"] for s in students)
-        else:
-            status[name] = "no_roster_entry"
-    for files in files_of.values():
-        for name in files:
-            status[name] = "duplicate_submission" if len(files) > 1 else "matched"
-    return files_of, status
-
-
-def missing_reason(student: dict) -> str:
-    return f"missing submission: no file matches {student['file']!r}"
-
-
-def with_identity(rows: list[dict], roster: Roster, most: int = 0) -> list[dict]:
-    """The rows, each with the student it belongs to (IDENTITY columns), then one missing_submission row
-    per student with no file, out of ``most`` points (the assignment's). Nothing is dropped: a file
-    nobody owns keeps its rows, unowned."""
-    files_of, status = match(list(dict.fromkeys(r["submission"] for r in rows)), roster)
-    owner = {name: s for s in roster for name in files_of[s["student_id"]]}
-    out = []
-    for r in rows:
-        s = owner.get(r["submission"], {})
-        out.append({**r, "student_id": s.get("student_id", ""), "name": s.get("name", ""),
-                    "roster_status": status[r["submission"]]})
-    for s in roster:
-        if not files_of[s["student_id"]]:
-            out.append(dict(submission="-", task="-", points=0, max_points=most, status="missing_submission",
-                            reason=missing_reason(s), library_calls="", student_id=s["student_id"],
-                            name=s["name"], roster_status="missing_submission"))
-    return out
+def with_identity(rows: list[Row], roster: Roster, most: int = 0) -> list[dict]:
+    """grades.csv's rows, each with the student it belongs to (IDENTITY columns), then one
+    missing_submission row per student with no file, out of ``most`` points (the assignment's)."""
+    return rosters.with_identity(rows, roster, lambda s: notebook_row(NOTEBOOK, "missing_submission",
+                                                                      missing_reason(s), most))
 
 
 def totals(rows: list[dict]) -> dict[str, tuple[int, int]]:
@@ -188,16 +91,16 @@ def student_gradebook(rows: list[dict], roster: Roster, most: int = 0) -> tuple[
     """One row per roster student: the submission counted (of two, the one with more points: both are
     named and the status says duplicate_submission), each task's points, total and max_points (for a
     student with no file: 0 of the assignment's ``most``, missing_submission)."""
-    task_names = sorted({r["task"] for r in rows if r["task"] != "-"})
     book = []
     for result in results(rows, roster, most)[0]:
         s = result.student
         entry = {"student_id": s["student_id"], "name": s["name"], "email": s["email"], "section": s["section"],
                  "submission": " + ".join(result.files), "total": result.total, "max_points": result.max_points,
                  "status": result.status}
-        entry.update({r["task"]: r["points"] for r in result.rows if r["task"] != "-"})
+        entry.update({r["task"]: r["points"] for r in result.rows if not about_notebook(r)})
         book.append(entry)
-    header = ["student_id", "name", "email", "section", "submission", *task_names, "total", "max_points", "status"]
+    header = ["student_id", "name", "email", "section", "submission", *task_names(rows), "total", "max_points",
+              "status"]
     return header, book
 
 
@@ -271,8 +174,8 @@ def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dic
     tests = [{"name": r["task"], "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
               "output": clean(f"{r['status']}: {r['reason']}"), "visibility": "visible"}
-             for i, r in enumerate((r for r in rows if r["task"] != "-"), start=1)]
-    said = [clean(f"{r['status']}: {r['reason']}") for r in rows if r["task"] == "-"] + [clean(n) for n in notes]
+             for i, r in enumerate((r for r in rows if not about_notebook(r)), start=1)]
+    said = [clean(f"{r['status']}: {r['reason']}") for r in rows if about_notebook(r)] + [clean(n) for n in notes]
     if explanation is not None and explanation.get("chapter"):
         tests.append(explanation_test(explanation, len(tests) + 1))
     result = {"score": sum(int(r["points"]) for r in rows), "tests": tests}
@@ -293,7 +196,7 @@ def explanation_test(row: dict, number: int) -> dict:
 def github_classroom(rows: list[dict]) -> str:
     """The JSON a GitHub Classroom runner reports ({version, status, max_score, tests}), base64-encoded as
     the autograding reporter reads it (from the ``<RUNNER>_RESULTS`` variable)."""
-    graded = [r for r in rows if r["task"] != "-"]
+    graded = [r for r in rows if not about_notebook(r)]
     tests = [{"name": r["task"], "status": "pass" if r["status"] == "passed" else "fail",
               "message": clean(r["reason"]), "score": int(r["points"]), "max_score": int(r["max_points"])}
              for r in graded]
@@ -326,7 +229,7 @@ def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | No
     lines = [f"# Feedback: {shown(title)}", "", f"**{points} of {most} points.**", ""]
     lines += [f"- {shown(note)}" for note in notes] + ([""] if notes else [])
     for r in rows:
-        heading = "the notebook" if r["task"] == "-" else shown(r["task"])
+        heading = "the notebook" if about_notebook(r) else shown(r["task"])
         reason = clean(r["reason"])
         fence = "`" * max(3, longest_run_of_backticks(reason) + 1)
         lines += [f"## {heading}: {shown(r['status'])} ({r['points']}/{r['max_points']})", "", fence, reason, fence,

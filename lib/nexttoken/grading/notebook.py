@@ -7,11 +7,13 @@ from dataclasses import dataclass, field, replace
 
 from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
-from .csvs import MAX_REASON, clean
+from .csvs import MAX_REASON, Row, clean, notebook_row, task_row
 from .judge import judge, judged_cases, library_calls
-from .runner import RunResult, Settings, Stop, generate_rule, run_once
+from .orders import next_group, plan
+from .runner import RunResult, Settings, Stop, run_once
 
 NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
+NO_OUTPUTS = "no outputs were recorded for this task"
 
 
 def tasks_of(chapter_name: str) -> list:
@@ -44,20 +46,17 @@ class Recording:
     skip: dict = field(default_factory=dict)  # code cells that hung or crashed: skipped in later runs
 
 
-def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[dict]:
+def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) -> list[Row]:
     """Rows for one submission (``name`` as in the CSV, ``data`` its snapshot); never raises for a bad
     submission. With --held-out, the tasks that pass on their visible inputs are run again, in a sandbox
     of their own, on their held-out inputs alone (``held_out_pass``)."""
-    def row(task, points, max_points, status, reason, library=""):
-        return dict(submission=name, task=task, points=points, max_points=max_points, status=status,
-                    reason=clean(reason)[:MAX_REASON], library_calls=clean(library))
-
     budget_end = time.monotonic() + settings.notebook_timeout
     visible = replace(settings, held_out=False)
-    first = run_once(data, None, [], set(), visible, slot, budget_end)  # it reads the notebook: its chapter
+    first = run_once(data, None, plan(None, visible), set(), visible, slot, budget_end)  # it finds the chapter
     problem = notebook_problem(first)
     if problem is not None:
-        return [row("-", 0, 0, *problem)]
+        status, reason = problem
+        return [notebook_row(name, status, clean(reason)[:MAX_REASON])]
     chapter_name = first.notebook["chapter"]
     if settings.chapter not in (None, chapter_name):  # --chapter: another chapter's work gets 0
         return [wrong_chapter(name, chapter_name, settings.chapter)]
@@ -65,17 +64,22 @@ def grade_notebook(name: str, data: bytes, settings: Settings, slot: int = 0) ->
     record(recording, data, chapter_name, list(recording.tasks), visible, slot, budget_end, first)
     if settings.held_out:
         held_out_pass(recording, data, chapter_name, settings, slot, budget_end)
+    return rows_of(recording, name, chapter_name)
 
+
+def rows_of(recording: Recording, name: str, chapter_name: str) -> list[Row]:
+    """One row per task; a task with no outputs says why, naming the first cell that stopped or raised."""
     notes = [f"your {text}" for text in recording.skip.values()]
     notes += [f"your code cell {n} raised {e}" for n, e in sorted(recording.cell_errors.items())
               if n not in recording.skip]
     rows = []
     for task_name, task in recording.tasks.items():
-        status, reason = recording.results.get(task_name, ("error", "no outputs were recorded for this task"))
+        status, reason = recording.results.get(task_name, ("error", NO_OUTPUTS))
         if status in ("missing", "error") and notes:
             reason += f" ({notes[0]})"
-        rows.append(row(f"{chapter_name}.{task_name}", task.points if status == "passed" else 0, task.points,
-                        status, reason, recording.calls.get(task_name, "")))
+        rows.append(task_row(name, f"{chapter_name}.{task_name}", task.points if status == "passed" else 0,
+                             task.points, status, clean(reason)[:MAX_REASON],
+                             clean(recording.calls.get(task_name, ""))))
     return rows
 
 
@@ -106,65 +110,69 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
 
 def record(recording: Recording, data: bytes, chapter_name: str, pending: list[str], settings: Settings,
            slot: int, budget_end: float, first: RunResult | None) -> None:
-    """Run the recorder until every task in ``pending`` has a result in ``recording`` (a cell that hangs or
-    crashes is skipped in the next run, a task that does is charged alone). The tasks that may use the
-    library's generate first, then those that forbid it, in a sandbox without it (runner.first_tasks):
-    one run each, and again after a cell or task stopped one. ``first``: a run already made of the first
-    group. (Without bubblewrap there is no other library to show: one run, the rule kept by
-    calling.forbidding.)"""
-    tasks, results = recording.tasks, recording.results
-    pending = list(pending)
-    while True:
-        if first is not None:
-            run, first = first, None
-        else:
-            rule = None
-            group = [n for n in pending if not settings.use_sandbox or generate_rule(tasks[n]) is None]
-            if not group:
-                group, rule = pending, generate_rule(tasks[pending[0]])
-            run = run_once(data, chapter_name, group, set(recording.skip), settings, slot, budget_end, rule)
-        for number, error in run.cell_errors.items():
-            recording.cell_errors.setdefault(number, error)
-        for task_name in pending:
-            if task_name in run.records:
-                results[task_name] = judge(tasks[task_name], run.records[task_name], settings.held_out)
-                recording.calls[task_name] = library_calls(run.records[task_name])
-        pending = [task_name for task_name in pending if task_name not in results]
-        if not pending:
-            return
-        if run.stopped is None:  # the run ended as it should: its tasks without a record get an error
-            for task_name in run.tasks:
-                if task_name in pending:
-                    results[task_name] = ("error", "no outputs were recorded for this task")
-            pending = [task_name for task_name in pending if task_name not in results]
-            if not pending:
-                return
-            continue  # the next group
-        stop = run.stopped
-        where, status, detail = stop.where, stop.status, stop.detail
-        if status == "crashed" and run.out_of_memory:
-            detail += (f" (the sandbox used up its {settings.limits.total_memory_mb} MB of memory, "
-                       "--total-memory)")
-        if stop.budget:
-            for task_name in pending:
-                results[task_name] = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} "
-                                                 "s (--notebook-timeout) ran out before this task was recorded")
-            return
-        if where is None:  # it stopped before any of the learner's code ran: the grader's side
-            for task_name in pending:
-                results[task_name] = ("grader_error", f"the sandbox stopped while starting ({status}: {detail});"
-                                                      " are --memory, --total-memory or --processes too small?")
-            return
-        if where[0] == "cell" and where[1] not in recording.skip:  # charge the cell: skip it, run again
-            recording.skip[where[1]] = (f"code cell {where[1]} {detail}" if status == "timeout" else
-                                        f"code cell {where[1]}: {detail}" if stop.forged else
-                                        f"code cell {where[1]} stopped the process ({status}: {detail})")
-        elif where[0] == "task" and where[1] in pending:
-            results[where[1]] = (status, f"{tasks[where[1]].function}: {detail}")
-            pending.remove(where[1])
-            if not pending:
-                return
-        else:  # no progress to make by running again (it stopped somewhere already charged)
-            for task_name in pending:
-                results[task_name] = (status, f"your notebook stopped: {detail}")
-            return
+    """Run the recorder until every task in ``pending`` has a result in ``recording``, one group of tasks
+    at a time (``orders.next_group``), and again after a cell or task stopped a run: a cell that hangs or
+    crashes is skipped in the next run, a task that does is charged alone. ``first``: a run already made
+    of the first group."""
+    run = first
+    while pending:
+        if run is None:
+            group, rule = next_group(recording.tasks, pending, settings.use_sandbox)
+            run = run_once(data, chapter_name, plan(group, settings), set(recording.skip), settings, slot,
+                           budget_end, rule)
+        pending = take_records(recording, run, pending, settings.held_out)
+        if pending:
+            pending = charge(recording, run, pending, settings)
+        run = None
+
+
+def take_records(recording: Recording, run: RunResult, pending: list[str], held_out: bool) -> list[str]:
+    """The run's cell errors and each record judged; the tasks still without a result."""
+    for number, error in run.cell_errors.items():
+        recording.cell_errors.setdefault(number, error)
+    for task_name in pending:
+        if task_name in run.records:
+            recording.results[task_name] = judge(recording.tasks[task_name], run.records[task_name], held_out)
+            recording.calls[task_name] = library_calls(run.records[task_name])
+    return [task_name for task_name in pending if task_name not in recording.results]
+
+
+def charge(recording: Recording, run: RunResult, pending: list[str], settings: Settings) -> list[str]:
+    """What a run that left tasks without a result costs, and the tasks left for the next run: a run
+    that ended as it should, its tasks without a record; a stop, the cell or task running then (or,
+    where running again cannot help, every task left)."""
+    if run.stopped is None:  # the run ended as it should: its tasks without a record get an error
+        results = {task_name: ("error", NO_OUTPUTS) for task_name in run.tasks if task_name in pending}
+        recording.results.update(results)
+        return [task_name for task_name in pending if task_name not in results]
+    stop = run.stopped
+    detail = stop.detail
+    if stop.status == "crashed" and run.out_of_memory:
+        detail += f" (the sandbox used up its {settings.limits.total_memory_mb} MB of memory, --total-memory)"
+    if stop.budget:
+        result = ("timeout", f"the notebook's time budget of {settings.notebook_timeout} s (--notebook-timeout) "
+                             "ran out before this task was recorded")
+    elif stop.where is None:  # it stopped before any of the learner's code ran: the grader's side
+        result = ("grader_error", f"the sandbox stopped while starting ({stop.status}: {detail}); are --memory, "
+                                  "--total-memory or --processes too small?")
+    elif stop.where[0] == "cell" and stop.where[1] not in recording.skip:  # charge the cell: skip it, run again
+        recording.skip[stop.where[1]] = cell_note(stop, detail)
+        return pending
+    elif stop.where[0] == "task" and stop.where[1] in pending:  # charge the task alone
+        task_name = stop.where[1]
+        recording.results[task_name] = (stop.status, f"{recording.tasks[task_name].function}: {detail}")
+        return [n for n in pending if n != task_name]
+    else:  # no progress to make by running again (it stopped somewhere already charged)
+        result = (stop.status, f"your notebook stopped: {detail}")
+    recording.results.update(dict.fromkeys(pending, result))
+    return []
+
+
+def cell_note(stop: Stop, detail: str) -> str:
+    """What a code cell that stopped a run did, as the rows of the tasks it cost say it."""
+    number = stop.where[1]
+    if stop.status == "timeout":
+        return f"code cell {number} {detail}"
+    if stop.forged:
+        return f"code cell {number}: {detail}"
+    return f"code cell {number} stopped the process ({stop.status}: {detail})"

@@ -1,4 +1,9 @@
-"""The work order: what the grader sends into a submission's sandbox, built outside it, from the tasks.
+"""The work orders: which tasks each run of a submission records, and what the grader sends into its
+sandbox for them, built outside it, from the tasks.
+
+Runs, in order: the first records every task of the notebook's chapter that may use the library's
+generate; the tasks that forbid it follow in a sandbox without it (``generate_rule``), and with
+--held-out the tasks that passed run again on their held-out inputs alone (``notebook.held_out_pass``).
 
 For each task: the name of the learner's function, the names of its arguments, its rules (``forbid``),
 its check of how (by name, ``recorder.watches``), the library functions it rebuilds (``Task.rebuilds``, so
@@ -10,10 +15,12 @@ names) stays here: the sandbox cannot import it (``sandbox.policy``: it shows on
 
 import threading
 
-from ..exercises import chapter
+from ..exercises import CHAPTERS, chapter
+from ..recorder.calling import RULE
 from ..recorder.wire import pack_order
 from .judge import JUDGING, judged_cases
 
+GENERATE = "nexttoken.generate"
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
 _making = threading.Lock()
 
@@ -29,6 +36,42 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
                 tasks = [order_of(getattr(module, name), held_out) for name in task_names]
             _made[key] = pack_order({"chapter": chapter_name, "tasks": tasks})
         return _made[key]
+
+
+def generate_rule(task) -> str | None:
+    """The message the library's generate raises in the sandbox of a task that forbids it, or None."""
+    rule = task.forbid.get(GENERATE)
+    return None if rule is None else f"{RULE}{GENERATE} was called, but the task says: {rule}"
+
+
+def first_tasks(chapter_name: str) -> list[str]:
+    """The tasks of a chapter that the first run records: those that do not forbid nexttoken.generate.
+    The others are recorded by a run of their own, in a sandbox without it."""
+    module = chapter(chapter_name)
+    return [name for name in module.TASKS if generate_rule(getattr(module, name)) is None]
+
+
+def next_group(tasks: dict, pending: list[str], use_sandbox: bool) -> tuple[list[str], str | None]:
+    """The tasks of ``pending`` the next run records, and the message generate raises in its sandbox
+    (None: the library's own): those that may use generate first, then those that forbid it. Without
+    bubblewrap there is no other library to show: one run, the rule kept by ``calling.forbidding``."""
+    group = [name for name in pending if not use_sandbox or generate_rule(tasks[name]) is None]
+    return (group, None) if group else (pending, generate_rule(tasks[pending[0]]))
+
+
+def plan(tasks: list[str] | None, settings):
+    """What a run is handed (``runner.run_once``): given the recorder's first message (what it read),
+    the tasks it records and their packed work order, or no order (not a notebook of a chapter, or of
+    another chapter than the assignment's). ``tasks`` None: the first run's (``first_tasks``)."""
+    def order_for(message: dict) -> tuple[list[str], bytes | None]:
+        name = message.get("chapter")
+        if message.get("notebook") != "read" or name not in CHAPTERS or settings.chapter not in (None, name):
+            return [], None
+        chosen = tasks
+        if chosen is None:
+            chosen = first_tasks(name) if settings.use_sandbox else list(chapter(name).TASKS)
+        return chosen, work_order(name, chosen, settings.held_out)
+    return order_for
 
 
 def order_of(task, held_out: bool) -> dict:

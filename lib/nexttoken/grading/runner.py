@@ -7,9 +7,7 @@ or task that runs past its timeout, at the end of the notebook's budget, or when
 MAX_REPORT bytes; ``RunResult.stopped`` says where and why.
 """
 
-import json
 import os
-import secrets
 import select
 import signal
 import subprocess
@@ -20,12 +18,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..exercises import CHAPTERS, chapter
 from . import sandbox
-from .orders import work_order
+from .protocol import FORGED, Lines, Sequence, new_nonce, parse_message
 
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
-MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
 STARTUP_S = 120  # seconds a sandbox may take to start Python, torch and the tasks (no learner code yet)
 
 
@@ -140,14 +136,13 @@ def _with_threads_fd(argv, fd: int):
     return lambda notebook_path: argv(notebook_path) + ["--no-threads-fd", str(fd)]
 
 
-def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: set[int], settings: Settings,
-             slot: int, budget_end: float, without_generate: str | None = None) -> RunResult:
-    """Run the recorder once on ``tasks``; stop it at the first cell or task that runs past --timeout, at
-    the end of the notebook's budget, or when it sends more than MAX_REPORT bytes. Without a chapter (the
-    first run), the recorder finds it in the notebook and records every task of it that does not forbid
-    ``nexttoken.generate`` (``first_tasks``); those run in a sandbox without it (``without_generate``,
-    the message its generate raises there)."""
-    result = RunResult()
+def run_once(notebook: bytes, chapter_name: str | None, plan, skip: set[int], settings: Settings, slot: int,
+             budget_end: float, without_generate: str | None = None) -> RunResult:
+    """Run the recorder once; stop it at the first cell or task that runs past --timeout, at the end of the
+    notebook's budget, or when it sends more than MAX_REPORT bytes. Without a chapter (the first run), the
+    recorder finds it in the notebook. ``plan`` (``orders.plan``) is handed the recorder's first message
+    and gives the tasks to record and their work order; ``without_generate``: the message the library's
+    generate raises in this sandbox, which then has no working ``nexttoken.generate``."""
     read_end, write_end = os.pipe()
     keep = [write_end]
 
@@ -155,7 +150,7 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
         return [sys.executable, "-m", "nexttoken.recorder", notebook_path, chapter_name or "auto",
                 "--skip-cells", ",".join(map(str, sorted(skip))), "--out-fd", str(write_end)]
 
-    group = scratch = proc = None
+    group = None
     try:
         group = settings.cgroups.new_group(settings.limits) if settings.cgroups is not None else None
         proc, scratch = _start(notebook, argv, settings, slot, group, keep, without_generate)
@@ -167,18 +162,9 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
     finally:
         for fd in keep:  # the child holds its copies; ours must go, or the pipe never reports its end
             os.close(fd)
-    # Messages count only with this run's nonce, which the recorder reads from stdin before any learner
-    # code runs: a thread or a leftover process of the learner's cannot forge a record by writing lines.
-    # The work order follows on stdin once the recorder has said which chapter it read (_follow).
-    nonce = secrets.token_hex(16)
+    result = RunResult()
     try:
-        proc.stdin.write(f"{nonce}\n".encode())
-        proc.stdin.flush()
-    except OSError:
-        pass
-    result.tasks = list(tasks)
-    try:
-        _follow(proc, read_end, result, result.tasks, settings, budget_end, nonce)
+        Follower(proc, result, settings.timeout, budget_end, plan).follow(read_end)
     finally:
         _kill(proc, group, None if settings.use_sandbox else settings.uids[slot])
         os.close(read_end)
@@ -190,131 +176,6 @@ def run_once(notebook: bytes, chapter_name: str | None, tasks: list[str], skip: 
     return result
 
 
-GENERATE = "nexttoken.generate"
-
-
-def generate_rule(task) -> str | None:
-    """The message the library's generate raises in the sandbox of a task that forbids it, or None."""
-    from ..recorder.calling import RULE
-
-    rule = task.forbid.get(GENERATE)
-    return None if rule is None else f"{RULE}{GENERATE} was called, but the task says: {rule}"
-
-
-def first_tasks(chapter_name: str) -> list[str]:
-    """The tasks of a chapter that the first run records: those that do not forbid nexttoken.generate.
-    The others are recorded by a run of their own, in a sandbox without it."""
-    module = chapter(chapter_name)
-    return [name for name in module.TASKS if generate_rule(getattr(module, name)) is None]
-
-
-class Lines:
-    """The recorder's stream cut into lines that start with this run's nonce. Any other line is dropped as
-    soon as its first bytes show it, so a junk line costs no memory however long it is."""
-
-    def __init__(self, nonce: str):
-        self.prefix = b'{"nonce": "' + nonce.encode() + b'"'
-        self.buffer = bytearray()
-        self.junk = False
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The complete lines with the nonce that ``chunk`` ends. Split once, in C: a chunk of 64 KB of
-        newlines is 65,536 lines, and nothing is copied per line."""
-        *complete, rest = chunk.split(b"\n")
-        lines = []
-        for part in complete:
-            if self.buffer or self.junk:  # the end of a line an earlier chunk began
-                if not self.junk:
-                    self.buffer += part
-                    if self.buffer.startswith(self.prefix):
-                        lines.append(bytes(self.buffer))
-                self.buffer.clear()
-                self.junk = False
-            elif part.startswith(self.prefix):
-                lines.append(part)
-        # The line still open: kept only while its first bytes may still be the nonce's prefix.
-        if not self.junk and rest:
-            self.buffer += rest
-            n = min(len(self.buffer), len(self.prefix))
-            if self.buffer[:n] != self.prefix[:n]:
-                self.junk = True
-                self.buffer.clear()
-        return lines
-
-
-def parse_message(line: bytes) -> dict | None:
-    """A recorder message, or None for one too big to parse safely (the learner's process can forge one
-    with the nonce: a few MB of "[]" would be millions of objects here)."""
-    if line.count(b"{") + line.count(b"[") + line.count(b",") > MAX_TOKENS:
-        return None
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return message if isinstance(message, dict) else None
-
-
-FORGED = ("the grader received a message from your process that its recorder did not send in that form or at "
-          "that point (a malformed or forged record: {why}), so this was not graded")
-# The keys of each message the recorder sends, by its kind (the key that names it).
-KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
-        "record": {"record", "outcomes", "library", "tampered"}, "done": {"done"}}
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _names(value) -> bool:
-    return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
-
-
-class Sequence:
-    """The recorder's messages in the only order it sends them: the notebook, its code cells in rising
-    order (each perhaps with its error), then each task in the order asked, its "task" then its "record",
-    then "done" once every task is recorded. A message the learner's code forged with the nonce (it can
-    find it in the recorder's frames) that breaks this order or the message's form is refused, and the run
-    stops there, charged to the cell or task running then: it costs that one cell or task, never the
-    submitter's other rows nor the grader (issue 43)."""
-
-    def __init__(self, tasks: list[str]):
-        self.tasks = tasks  # the first run fills it in from the notebook message
-        self.cell = 0  # the last code cell announced
-        self.index = -1  # the task announced last, as an index into tasks
-        self.recorded = False  # whether that task's record came
-
-    def check(self, message: dict, current) -> str | None:
-        """None for a message in order and in form, else what is wrong with it."""
-        kinds = [k for k in KEYS if k in message]
-        if len(kinds) != 1 or set(message) - {"nonce"} != KEYS[kinds[0]]:
-            return "not a message of the recorder's"
-        kind, value = kinds[0], message[kinds[0]]
-        if kind == "cell":
-            if not (_is_int(value) and value > self.cell and self.index < 0):
-                return f"code cell {str(value)[:20]} out of order"
-            self.cell = value
-        elif kind == "cell_error":
-            if not (current == ("cell", value) and isinstance(message["error"], str)):
-                return "an error of a cell not running"
-        elif kind == "task":
-            following = self.index + 1
-            if not ((self.index < 0 or self.recorded) and following < len(self.tasks)
-                    and value == self.tasks[following]):
-                return f"task {str(value)[:20]} out of order"
-            self.index, self.recorded = following, False
-        elif kind == "record":
-            if not (self.index >= 0 and not self.recorded and value == self.tasks[self.index]):
-                return f"a record of {str(value)[:20]} out of order"
-            if not (isinstance(message["outcomes"], list) and _names(message["library"])
-                    and _names(message["tampered"])):
-                return "a record of the wrong form"
-            self.recorded = True
-        elif kind == "done":
-            if not (value is True and self.index == len(self.tasks) - 1 and (self.recorded or not self.tasks)):
-                return "done before every task was recorded"
-        return None
-
-
 def _send_order(stdin, order: bytes | None) -> None:
     """The work order on the recorder's stdin (its length, then its bytes), then stdin closed; without an
     order, stdin closed: the recorder then ends. In a thread of its own: an order is megabytes, more than
@@ -323,7 +184,7 @@ def _send_order(stdin, order: bytes | None) -> None:
         if order is not None:
             stdin.write(b"%d\n" % len(order))
             stdin.write(order)
-    except (OSError, ValueError):  # the recorder is gone: its end is reported by _follow
+    except (OSError, ValueError):  # the recorder is gone: its end is reported by Follower.next_chunk
         pass
     finally:
         try:
@@ -332,70 +193,95 @@ def _send_order(stdin, order: bytes | None) -> None:
             pass
 
 
-def _follow(proc, read_end: int, result: RunResult, tasks: list[str], settings: Settings, budget_end: float,
-            nonce: str) -> None:
-    timeout = settings.timeout
-    current, started, lines, total = None, time.monotonic(), Lines(nonce), 0
-    sequence = Sequence(tasks)
-    while True:
-        limit = started + (timeout if current is not None else STARTUP_S)
-        wait = min(limit, budget_end) - time.monotonic()
-        ready = select.select([read_end], [], [], max(0.0, wait))[0] if wait > 0 else []
-        if not ready:
-            if budget_end <= limit:
-                result.stopped = Stop(current, "timeout", "budget", budget=True)
-            elif current is None:
-                result.stopped = Stop(None, "timeout", f"the sandbox did not start within {STARTUP_S} s")
+class Follower:
+    """One run's stream followed message by message: what of the learner's is running and since when,
+    and what the recorder sent (into ``result``). Messages count only with this run's nonce, which the
+    recorder reads from stdin before any learner code runs, so a thread or a leftover process of the
+    learner's cannot forge a record by writing lines; the work order follows on stdin once the recorder
+    has said which chapter it read."""
+
+    def __init__(self, proc, result: RunResult, timeout: int, budget_end: float, plan):
+        self.proc, self.result, self.timeout, self.budget_end, self.plan = proc, result, timeout, budget_end, plan
+        self.nonce = new_nonce()
+        self.current = None  # ("cell", n) or ("task", name): what is running; None: no learner code yet
+        self.started = time.monotonic()
+        self.sequence: Sequence | None = None  # made once the tasks are known
+
+    def follow(self, read_end: int) -> None:
+        """Until the recorder says it is done, or the run is stopped (``result.stopped``)."""
+        try:
+            self.proc.stdin.write(f"{self.nonce}\n".encode())
+            self.proc.stdin.flush()
+        except OSError:
+            pass
+        lines, total = Lines(self.nonce), 0
+        while True:
+            chunk = self.next_chunk(read_end)
+            if chunk is None:
+                return
+            total += len(chunk)
+            if total > MAX_REPORT:
+                self.stop("too_much_output", f"sent more than {MAX_REPORT} bytes of outputs")
+                return
+            for line in lines.feed(chunk):
+                message = parse_message(line)
+                if message is not None and message.get("nonce") == self.nonce and not self.take(message):
+                    return
+
+    def stop(self, status: str, detail: str, **how) -> None:
+        self.result.stopped = Stop(self.current, status, detail, **how)
+
+    def next_chunk(self, read_end: int) -> bytes | None:
+        """The stream's next bytes, or None once the run is stopped: past a timeout, or ended."""
+        limit = self.started + (self.timeout if self.current is not None else STARTUP_S)
+        wait = min(limit, self.budget_end) - time.monotonic()
+        if wait <= 0 or not select.select([read_end], [], [], wait)[0]:
+            if self.budget_end <= limit:
+                self.stop("timeout", "budget", budget=True)
+            elif self.current is None:
+                self.stop("timeout", f"the sandbox did not start within {STARTUP_S} s")
             else:
-                result.stopped = Stop(current, "timeout", f"ran past {timeout} s")
-            return
+                self.stop("timeout", f"ran past {self.timeout} s")
+            return None
         chunk = os.read(read_end, 1 << 16)
         if not chunk:  # every writer is gone: the process ended without saying it was done
             try:
-                code = proc.wait(timeout=10)
+                code = self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 code = None
-            how = (f"was killed by signal {-code}" if code is not None and code < 0
-                   else f"exited with code {code}")
-            result.stopped = Stop(current, "crashed", f"the process running your code {how}")
-            return
-        total += len(chunk)
-        if total > MAX_REPORT:
-            result.stopped = Stop(current, "too_much_output", f"sent more than {MAX_REPORT} bytes of outputs")
-            return
-        for line in lines.feed(chunk):
-            message = parse_message(line)
-            if message is None or message.get("nonce") != nonce:
-                continue
-            if result.notebook is None:  # the recorder's first message, sent before any learner code runs
-                if message.get("notebook") is None:
-                    result.stopped = Stop(None, "error", "the recorder did not first say what it read")
-                    return
-                result.notebook = message
-                name = message.get("chapter")
-                order = None
-                if message.get("notebook") == "read" and name in CHAPTERS \
-                        and settings.chapter in (None, name):  # another chapter than the assignment's: no order
-                    if not tasks:  # the first run: every task of it that may use the library's generate
-                        tasks.extend(first_tasks(name) if settings.use_sandbox else chapter(name).TASKS)
-                    order = work_order(name, tasks, settings.held_out)
-                threading.Thread(target=_send_order, args=(proc.stdin, order), daemon=True).start()
-                if order is None:
-                    return
-                continue
-            wrong = sequence.check(message, current)
-            if wrong is not None:
-                if current is not None and current[0] == "task":  # a forged record of it is not judged
-                    result.records.pop(current[1], None)
-                result.stopped = Stop(current, "error", FORGED.format(why=wrong), forged=True)
-                return
-            if "cell" in message:
-                current, started = ("cell", message["cell"]), time.monotonic()
-            elif "cell_error" in message:
-                result.cell_errors.setdefault(message["cell_error"], message["error"][:200])
-            elif "task" in message:
-                current, started = ("task", message["task"]), time.monotonic()
-            elif "record" in message:
-                result.records[message["record"]] = message
-            else:  # done
-                return
+            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            self.stop("crashed", f"the process running your code {how}")
+            return None
+        return chunk
+
+    def take(self, message: dict) -> bool:
+        """Act on one message; False where the run ends with it."""
+        if self.sequence is None:  # the recorder's first message, sent before any learner code runs
+            return self.begin(message)
+        wrong = self.sequence.check(message, self.current)
+        if wrong is not None:
+            if self.current is not None and self.current[0] == "task":  # a forged record of it is not judged
+                self.result.records.pop(self.current[1], None)
+            self.stop("error", FORGED.format(why=wrong), forged=True)
+            return False
+        if "cell" in message:
+            self.current, self.started = ("cell", message["cell"]), time.monotonic()
+        elif "cell_error" in message:
+            self.result.cell_errors.setdefault(message["cell_error"], message["error"][:200])
+        elif "task" in message:
+            self.current, self.started = ("task", message["task"]), time.monotonic()
+        elif "record" in message:
+            self.result.records[message["record"]] = message
+        return "done" not in message
+
+    def begin(self, message: dict) -> bool:
+        """The notebook message: the plan's tasks and work order sent (in a thread: an order is more than
+        a pipe holds), or no order, and the run ends."""
+        if message.get("notebook") is None:
+            self.stop("error", "the recorder did not first say what it read")
+            return False
+        self.result.notebook = message
+        self.result.tasks, order = self.plan(message)
+        self.sequence = Sequence(self.result.tasks)
+        threading.Thread(target=_send_order, args=(self.proc.stdin, order), daemon=True).start()
+        return order is not None

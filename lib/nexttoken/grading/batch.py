@@ -1,0 +1,209 @@
+"""The batch: every submission of one grading run, each in a sandbox of its own, --jobs at a time.
+
+The submissions are read once, at the start (``Snapshots``), and files of the same bytes are graded once.
+After each submission grades.csv and the explanations' answers are written again, whole: a run that is
+killed loses nothing it graded, and --resume goes on from there. The exports follow at the end.
+"""
+
+import argparse
+import queue
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import assignment, explanations, exports, outputs
+from .csvs import (Row, about_notebook, clean, clean_rows, counted, error_row, name_text, notebook_row,
+                   read_previous, shown)
+from .notebook import grade_notebook
+from .rosters import Roster
+from .runner import Settings
+from .submissions import Snapshots, read_submission
+
+
+@dataclass
+class Batch:
+    """One grading run's state, shared by the threads that grade (each writes only its own submission's
+    entries) and the loop that saves after each submission."""
+    args: argparse.Namespace
+    settings: Settings
+    roster: Roster | None
+    previous: list[Row]  # the rows of the submissions graded already (--resume)
+    todo: list[str]  # the names to grade, in the order given
+    snapshots: Snapshots
+    copies: dict[str, list[str]]  # each name graded -> the later names of the same bytes (its rows too)
+    answers: dict[str, dict]  # submission -> its explanation's answer
+    graded: dict[str, list[Row]] = field(default_factory=dict)
+    started: dict[str, float] = field(default_factory=dict)  # when each began in a slot (its time)
+    slots: queue.Queue = field(default_factory=queue.Queue)  # the job slots free now (a sandbox user id each)
+    rows: list[Row] = field(default_factory=list)  # every row, as last saved
+    saved: bool = False  # whether the last save wrote grades.csv
+
+
+def prepare(args, settings: Settings, roster: Roster | None) -> Batch:
+    """The batch to grade: the submissions given (one --shard's slice), less those --resume finds graded."""
+    previous = read_previous(args.out) if args.resume else []
+    done = {r["submission"] for r in previous}
+    paths = {name_text(p): p for p in args.submissions}  # in order, once each
+    answers = earlier_answers(args, done, paths, settings.max_bytes) if args.resume else {}
+    if args.shard is not None:  # every N-th of the sorted names, from the K-th: the same slices on any machine
+        k, n = args.shard
+        paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
+    todo = [name for name in paths if name not in done]
+    snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
+    batch = Batch(args, settings, roster, previous, todo, snapshots, copies_of(todo, snapshots.first), answers)
+    for slot in range(args.jobs):
+        batch.slots.put(slot)
+    return batch
+
+
+def grade_one(batch: Batch, name: str) -> list[Row]:
+    """One submission's rows, graded in a free job slot; never raises."""
+    slot = batch.slots.get()
+    batch.started[name] = time.monotonic()  # from its start in a slot, not from the batch's
+    try:
+        data, problem = batch.snapshots.read(name)
+        if problem is not None:
+            rows = [notebook_row(name, problem[0], clean(problem[1]))]
+        else:
+            batch.answers[name] = read_answer(data)
+            rows = clean_rows(grade_notebook(name, data, batch.settings, slot))
+        return assignment.for_assignment(rows, batch.args.chapter)
+    except Exception as exc:  # a grader bug must not cost the other submissions their grades
+        return [error_row(name, exc)]
+    finally:
+        batch.slots.put(slot)
+
+
+def save(batch: Batch) -> None:
+    """grades.csv (and the gradebook) and the explanations, with every row graded so far."""
+    args = batch.args
+    rows = batch.previous + [r for name in batch.todo if name in batch.graded for r in batch.graded[name]]
+    try:
+        batch.rows, batch.saved = outputs.write_grades(args, rows, batch.roster), True
+    except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
+        print(f"WARNING: could not write {shown(args.out)}: {shown(exc)}", file=sys.stderr)
+        batch.rows, batch.saved = rows, False
+        return
+    try:
+        outputs.write_explanations(args, batch.rows, batch.answers, batch.roster)
+    except Exception as exc:  # the grades are saved; the answers are tried again after the next one
+        print(f"WARNING: could not write {shown(explanations.explanations_path(args.out))}: {shown(exc)}",
+              file=sys.stderr)
+
+
+def take(batch: Batch, name: str, rows: list[Row]) -> None:
+    """A graded submission's rows, and the same rows (and answer) for each file of the same bytes."""
+    batch.graded[name] = rows
+    for same in batch.copies[name]:  # its rows, under the other file's name
+        batch.graded[same] = [dict(r, submission=same) for r in rows]
+        if name in batch.answers:
+            batch.answers[same] = batch.answers[name]
+
+
+def grade_all(batch: Batch) -> None:
+    """Every submission to grade, --jobs at a time, saving after each and saying so on stderr."""
+    start, count = time.monotonic(), 0
+    with ThreadPoolExecutor(max_workers=batch.args.jobs) as pool:
+        futures = {pool.submit(grade_one, batch, name): name for name in batch.copies}
+        for future in as_completed(futures):
+            name = futures[future]
+            try:
+                rows = future.result()
+            except BaseException as exc:  # grade_one returns rows; this is a last guard
+                rows = [error_row(name, exc)]
+            take(batch, name, rows)
+            save(batch)
+            count += 1
+            progress(count, len(batch.todo), name, rows, time.monotonic() - batch.started.get(name, start))
+            for same in batch.copies[name]:
+                count += 1
+                progress(count, len(batch.todo), same, batch.graded[same], 0.0, same_as=name)
+
+
+def run(args, settings: Settings, roster: Roster | None) -> int:
+    """Grade the batch, write the exports and print the grades; the exit code (1: something not written)."""
+    batch = prepare(args, settings, roster)
+    start = time.monotonic()
+    save(batch)
+    try:
+        grade_all(batch)
+    finally:
+        batch.snapshots.close()
+        if settings.cgroups is not None:
+            settings.cgroups.sweep()
+    elapsed = time.monotonic() - start
+    if not batch.saved:
+        print(f"python -m nexttoken.grade: the grades could not be written to {shown(args.out)}", file=sys.stderr)
+        return 1
+    try:
+        outputs.write_exports(args, batch.rows, roster, batch.answers)
+        if roster is not None:
+            outputs.report_roster(args, batch.rows, roster)
+    except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
+        print(f"python -m nexttoken.grade: the exports could not be written: {shown(exc)}", file=sys.stderr)
+        return 1
+    if args.github_classroom:
+        print(exports.github_classroom(batch.rows))
+    else:
+        report(batch, elapsed)
+    return 0
+
+
+def report(batch: Batch, elapsed: float) -> None:
+    """The grades on stdout, one line a row, then what was graded, how fast, and what was written."""
+    args, rows, todo = batch.args, batch.rows, batch.todo
+    print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
+    for r in rows:
+        print(f"{shown(Path(r['submission']).name)[:40]:40s} {shown(r['task']):10s} "
+              f"{r['points']:>3}/{r['max_points']:<2}  {shown(r['status'])}")
+    if todo:
+        repeated = len(todo) - len(batch.copies)
+        print(f"graded {counted(len(todo), 'submission')} in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
+              f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
+              + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
+    print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
+          + (f" and {shown(args.gradebook)}" if args.gradebook else "")
+          + f"; the explanations' answers, to mark, to {shown(explanations.explanations_path(args.out))}")
+
+
+def progress(done: int, total: int, name: str, rows: list[Row], seconds: float, same_as: str | None = None) -> None:
+    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status);
+    a file of the same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb"."""
+    points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
+    if not about_notebook(rows[0]):
+        score = f"{points}/{most}"
+    else:  # the notebook as a whole: its status, and "0/5" where --chapter gives the assignment's points
+        score = rows[0]["status"] + (f" {points}/{most}" if most else "")
+    how = f"in {seconds:.1f} s" if same_as is None else f"the same bytes as {shown(Path(same_as).name)}: graded once"
+    print(f"[{done}/{total}] {shown(Path(name).name)} {score} {how}", file=sys.stderr, flush=True)
+
+
+def copies_of(todo: list[str], first: dict[str, str]) -> dict[str, list[str]]:
+    """Each name to grade -> the later names of the same bytes, whose rows are its rows (graded once)."""
+    found: dict[str, list[str]] = {}
+    for name in todo:
+        found.setdefault(first.get(name, name), []).append(name)
+    return {name: same[1:] for name, same in found.items()}
+
+
+def read_answer(data: bytes) -> dict:
+    """The explanation's answer in a submission's bytes (JSON text, read here: nothing of it runs); a bug
+    in reading it costs the answer, never the submission's grades."""
+    try:
+        return explanations.read_answer(data)
+    except Exception as exc:
+        return {"status": "not_read", "answer": f"not read: the grader could not read it ({type(exc).__name__})"}
+
+
+def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
+    """--resume: the answers of the submissions graded already, as the earlier run wrote them, or, where it
+    did not (a run killed before it wrote them), read again from the file: JSON text only, never run."""
+    answers = explanations.read(explanations.explanations_path(args.out))
+    for name in done - set(answers):
+        if name in paths:
+            data, problem = read_submission(paths[name], max_bytes)
+            if problem is None:
+                answers[name] = read_answer(data)
+    return answers

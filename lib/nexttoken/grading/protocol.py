@@ -1,0 +1,124 @@
+"""The grader's side of the recorder's protocol, with no process in it: the lines of one run (those that
+start with its nonce), each parsed under a cap, and the order and form of its messages (``Sequence``).
+
+The learner's code runs in the same process as the recorder and can find the nonce, so what this module
+accepts is only what the recorder itself sends, in the order it sends it; anything else is named, and the
+run stops there (``runner``).
+"""
+
+import json
+import secrets
+
+MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
+
+
+def new_nonce() -> str:
+    """A run's nonce, sent to the recorder on stdin before any learner code runs."""
+    return secrets.token_hex(16)
+
+
+class Lines:
+    """The recorder's stream cut into lines that start with this run's nonce. Any other line is dropped as
+    soon as its first bytes show it, so a junk line costs no memory however long it is."""
+
+    def __init__(self, nonce: str):
+        self.prefix = b'{"nonce": "' + nonce.encode() + b'"'
+        self.buffer = bytearray()
+        self.junk = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The complete lines with the nonce that ``chunk`` ends. Split once, in C: a chunk of 64 KB of
+        newlines is 65,536 lines, and nothing is copied per line."""
+        *complete, rest = chunk.split(b"\n")
+        lines = []
+        for part in complete:
+            if self.buffer or self.junk:  # the end of a line an earlier chunk began
+                if not self.junk:
+                    self.buffer += part
+                    if self.buffer.startswith(self.prefix):
+                        lines.append(bytes(self.buffer))
+                self.buffer.clear()
+                self.junk = False
+            elif part.startswith(self.prefix):
+                lines.append(part)
+        # The line still open: kept only while its first bytes may still be the nonce's prefix.
+        if not self.junk and rest:
+            self.buffer += rest
+            n = min(len(self.buffer), len(self.prefix))
+            if self.buffer[:n] != self.prefix[:n]:
+                self.junk = True
+                self.buffer.clear()
+        return lines
+
+
+def parse_message(line: bytes) -> dict | None:
+    """A recorder message, or None for one too big to parse safely (the learner's process can forge one
+    with the nonce: a few MB of "[]" would be millions of objects here)."""
+    if line.count(b"{") + line.count(b"[") + line.count(b",") > MAX_TOKENS:
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) else None
+
+
+FORGED = ("the grader received a message from your process that its recorder did not send in that form or at "
+          "that point (a malformed or forged record: {why}), so this was not graded")
+# The keys of each message the recorder sends, by its kind (the key that names it).
+KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
+        "record": {"record", "outcomes", "library", "tampered"}, "done": {"done"}}
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _names(value) -> bool:
+    return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
+
+
+class Sequence:
+    """The recorder's messages in the only order it sends them: the notebook, its code cells in rising
+    order (each perhaps with its error), then each task in the order asked, its "task" then its "record",
+    then "done" once every task is recorded. A message the learner's code forged with the nonce (it can
+    find it in the recorder's frames) that breaks this order or the message's form is refused, and the run
+    stops there, charged to the cell or task running then: it costs that one cell or task, never the
+    submitter's other rows nor the grader."""
+
+    def __init__(self, tasks: list[str]):
+        self.tasks = tasks  # the first run fills it in from the notebook message
+        self.cell = 0  # the last code cell announced
+        self.index = -1  # the task announced last, as an index into tasks
+        self.recorded = False  # whether that task's record came
+
+    def check(self, message: dict, current) -> str | None:
+        """None for a message in order and in form, else what is wrong with it."""
+        kinds = [k for k in KEYS if k in message]
+        if len(kinds) != 1 or set(message) - {"nonce"} != KEYS[kinds[0]]:
+            return "not a message of the recorder's"
+        kind, value = kinds[0], message[kinds[0]]
+        if kind == "cell":
+            if not (_is_int(value) and value > self.cell and self.index < 0):
+                return f"code cell {str(value)[:20]} out of order"
+            self.cell = value
+        elif kind == "cell_error":
+            if not (current == ("cell", value) and isinstance(message["error"], str)):
+                return "an error of a cell not running"
+        elif kind == "task":
+            following = self.index + 1
+            if not ((self.index < 0 or self.recorded) and following < len(self.tasks)
+                    and value == self.tasks[following]):
+                return f"task {str(value)[:20]} out of order"
+            self.index, self.recorded = following, False
+        elif kind == "record":
+            if not (self.index >= 0 and not self.recorded and value == self.tasks[self.index]):
+                return f"a record of {str(value)[:20]} out of order"
+            if not (isinstance(message["outcomes"], list) and _names(message["library"])
+                    and _names(message["tampered"])):
+                return "a record of the wrong form"
+            self.recorded = True
+        elif kind == "done":
+            if not (value is True and self.index == len(self.tasks) - 1 and (self.recorded or not self.tasks)):
+                return "done before every task was recorded"
+        return None
