@@ -7,8 +7,8 @@
 #                                 its stored outputs (nbval, strict), then the chapters again on the CPU's
 #                                 baseline kernels (ATEN_CPU_CAPABILITY=default), as a machine without
 #                                 AVX2/AVX-512 would run them.
-#   bash scripts/test.sh --fast   the tests a contributor runs on every change (pytest -m "not slow": the
-#                                 library, the exercise checks, the grader's units): no website, no fresh
+#   bash scripts/test.sh --fast   the tests a contributor runs on every change (ruff's lint, then pytest -m
+#                                 "not slow": the library, the exercise checks, the grader's units): no website, no fresh
 #                                 environment, no nbval, no benchmark, no real compile, on every core
 #                                 (pytest-xdist). It prints its time.
 #
@@ -23,6 +23,8 @@ fi
 bash scripts/setup.sh
 bash scripts/setup_sandbox.sh  # bubblewrap, for the grader's sandbox (tests/test_grade*.py)
 export PYTHONHASHSEED=0 TQDM_DISABLE=1
+# Lint first, in both tiers (pyproject.toml's [tool.ruff]: unused imports, undefined names, lines up to 120).
+.venv/bin/ruff check lib tests scripts bench _ext
 if $fast; then
   start=$SECONDS
   status=0

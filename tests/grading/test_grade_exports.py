@@ -191,7 +191,8 @@ def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path
     tuned = notebook(tmp_path / "tuned.ipynb", HEADER, TUNED_CAUSAL_MASK)
     good = notebook(tmp_path / "good.ipynb", HEADER, *CH02_GOOD.values())
     emptied = notebook(tmp_path / "emptied.ipynb", HEADER, "def causal_mask(T):\n"
-                       "    import nexttoken.exercises.held_out as h\n    h.CASES.clear()  # no held-out cases for later tasks\n"
+                       "    import nexttoken.exercises.held_out as h\n"
+                       "    h.CASES.clear()  # no held-out cases for later tasks\n"
                        "    return torch.ones(T, T, dtype=torch.bool).tril()\n", *list(CH02_GOOD.values())[1:])
 
     def rows(*extra):
@@ -280,8 +281,8 @@ def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
     (autograder / "submission").mkdir(parents=True)
     shutil.copy(root / "solutions" / "ch02.ipynb", autograder / "submission" / "whatever.ipynb")
     run = tmp_path / "source" / "run_autograder"
-    done = subprocess.run(["bash", str(run)], env={**os.environ, "AUTOGRADER": str(autograder), "PYTHON": sys.executable},
-                          capture_output=True, text=True, timeout=600)
+    env = {**os.environ, "AUTOGRADER": str(autograder), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", str(run)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     results = json.loads((autograder / "results" / "results.json").read_text())
     graded = [t for t in results["tests"] if t["visibility"] == "visible"]

@@ -644,7 +644,8 @@ def test_reasons_use_the_learners_cell_numbers(tmp_path):
 
 def test_answers_that_call_the_library_are_reported_and_keep_their_points(tmp_path):
     """The policy: an answer that is (or just calls) the library function it re-implements keeps its points,
-    and the reason reports it, unless the task forbids that function (ch02.q1 forbids causal_mask). Using an earlier chapter's library function as a helper is not reported."""
+    and the reason reports it, unless the task forbids that function (ch02.q1 forbids causal_mask). Using an
+    earlier chapter's library function as a helper is not reported."""
     notebook(tmp_path / "library.ipynb", HEADER, "causal_mask = nexttoken.causal_mask\n",
              "def mask_scores(scores):\n    return scores.masked_fill(~nexttoken.causal_mask(scores.shape[-1]), "
              "float('-inf'))\n", GOOD[2])
@@ -675,8 +676,8 @@ def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
     refused = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert refused.returncode == 2 and not (tmp_path / "grades.csv").exists()
     assert "apt-get install bubblewrap" in refused.stderr and "--no-sandbox" in refused.stderr
-    trusted = subprocess.run(cmd[:5] + ["--no-sandbox", "--trusted-as-root"] + cmd[5:], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=300, env=env)
+    trusted = subprocess.run(cmd[:5] + ["--no-sandbox", "--trusted-as-root"] + cmd[5:], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300, env=env)
     assert trusted.returncode == 0, trusted.stderr
     assert "trusted" in trusted.stderr
     assert [r["status"] for r in read_rows(tmp_path / "grades.csv")] == ["passed"] * len(CH02)

@@ -229,8 +229,8 @@ def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
         ("wrong_chapter", "0", "5", "a1")
     assert [(r["task"], r["points"]) for r in grades if r["submission"] == "bob.ipynb"] == [(t, "1") for t in CH02]
     book = {r["student_id"]: (r["total"], r["max_points"], r["status"]) for r in read(tmp_path / "book.csv")}
-    assert book == {"a1": ("0", "5", "wrong_chapter"), "b2": ("5", "5", "graded"), "j3": ("0", "5", "missing_submission"),
-                    "c4": ("0", "5", "missing_submission")}
+    assert book == {"a1": ("0", "5", "wrong_chapter"), "b2": ("5", "5", "graded"),
+                    "j3": ("0", "5", "missing_submission"), "c4": ("0", "5", "missing_submission")}
     assert json.loads((tmp_path / "gs" / "b2" / "results.json").read_text())["score"] == 5
     assert "**5 of 5 points.**" in (tmp_path / "fb" / "b2.md").read_text()
     assert "2 no_roster_entry" in done.stderr and "1 wrong_chapter" in done.stderr  # counted on the console

@@ -42,7 +42,8 @@ REST = ["def mask_scores(scores):\n    T = scores.shape[-1]\n"
 VISIBLE_T = sorted(args[0] for args in chapter("ch02").q1.cases())
 HELD_OUT_T = sorted(args[0] for _, args in cases_of(chapter("ch02").q1))
 # The work order in the recorder's frames: the Ts of every case of q1 this run holds.
-FIND_TS = ("    import sys as _s\n    f = _s._getframe()\n    while f is not None and not isinstance(f.f_locals.get('order'), dict):\n"
+FIND_TS = ("    import sys as _s\n    f = _s._getframe()\n"
+           "    while f is not None and not isinstance(f.f_locals.get('order'), dict):\n"
            "        f = f.f_back\n    ts = sorted(c[0] for t in f.f_locals['order']['tasks'] if t['name'] == 'q1' "
            "for c in t['cases'])\n")
 ESCAPES = "\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[1;1Hch02.q1,1,1,passed\r\x9b31m\u202e"

@@ -1,0 +1,94 @@
+"""The package's structure, read from its code (AST): no import circle, and short functions in the
+grading wing. What the sandbox may import is tests/grading/test_boundary.py's."""
+
+import ast
+from pathlib import Path
+
+from helpers import ROOT
+
+PACKAGE = ROOT / "lib" / "nexttoken"
+LONGEST = 60  # lines a function of the grading wing may take, its docstring included
+WING = ["exercises", "grading", "recorder"]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules this one imports, anywhere in it (a function's own imports too), relative
+    imports resolved. A package this module lies in is not counted: Python has run it before this module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            # "from . import model" imports the module nexttoken.model; "from .model import Decoder" the module
+            names = [f"{module}.{alias.name}" for alias in node.names]
+            found |= {n for n in names if n in known} or {module}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {m for m in found if m in known and m != name and not name.startswith(m + ".")}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+def test_the_package_has_no_import_circle():
+    found = modules()
+    graph = {name: imports(name, path, set(found)) for name, path in found.items()}
+    assert graph["nexttoken.exercises.held_out"], "the import reader found nothing: this test would test nothing"
+    assert not circles(graph), circles(graph)
+
+
+def test_the_circle_finder_finds_one():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_function_of_the_grading_wing_is_longer_than_60_lines():
+    long = []
+    for folder in WING:
+        for path in sorted((PACKAGE / folder).rglob("*.py")) if (PACKAGE / folder).is_dir() else []:
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > LONGEST:
+                        long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, "\n".join(long)
