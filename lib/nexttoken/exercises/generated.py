@@ -104,12 +104,8 @@ def draw_examples(strategy, count: int) -> list:
 
 def smallest_failing(generated: Generated, fails: Callable, seconds: float = 3.0):
     """The smallest parameters for which ``fails(params)`` is true, as hypothesis's shrinker finds them
-    within ``seconds`` (the search is cut there and keeps the smallest found); None if it finds none or
-    hypothesis is not installed."""
-    try:
-        from hypothesis import find
-    except ImportError:
-        return None
+    within ``seconds`` (the search is cut there and keeps the smallest found); None if it finds none."""
+    from hypothesis import find
     stop = time.monotonic() + seconds
     smallest = []
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assignment, explanations, exports, outputs
-from .csvs import (Row, about_notebook, clean, clean_rows, counted, error_row, name_text, notebook_row,
+from ..recorder.calling import counted
+from .csvs import (Row, about_notebook, clean, clean_rows, error_row, name_text, notebook_row,
                    read_previous, shown)
 from .notebook import grade_notebook
 from .rosters import Roster

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from . import assignment, batch, explanations, outputs, rosters, sandbox
-from .csvs import counted, read_previous, shown
+from ..recorder.calling import counted
+from .csvs import read_previous, shown
 from .runner import Settings
 
 

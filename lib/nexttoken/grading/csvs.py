@@ -45,11 +45,6 @@ def about_notebook(row: Row) -> bool:
     return row["task"] == NOTEBOOK
 
 
-def counted(k: int, noun: str) -> str:
-    """'1 row', '2 rows': the noun takes the count's number (the console's counts are often 1)."""
-    return f"{k} {noun if k == 1 else noun + 's'}"
-
-
 def clean(value) -> str:
     """The one escaping of everything a submission writes (reasons, library_calls, file names, answers),
     before any CSV, feedback file, results.json or terminal line: every character a terminal acts on or

@@ -7,7 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 from . import assignment, explanations, exports, rosters
-from .csvs import FIELDS, Row, counted, gradebook, shown, write_csv
+from ..recorder.calling import counted
+from .csvs import FIELDS, Row, gradebook, shown, write_csv
 
 
 def most_points(args, rows: list[Row]) -> int:

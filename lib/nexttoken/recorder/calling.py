@@ -136,8 +136,8 @@ def forbidding(rules: dict[str, str], args):
 @contextlib.contextmanager
 def one_thread():
     """torch on one thread while a check runs: its tensors are tiny, and there torch's intra-op threads
-    cost more than they save (measured on a loaded 2-core machine: judging chapter 6 took 8.9 s with
-    torch's default 2 threads, 0.6 s with 1). The caller's setting is restored on the way out."""
+    cost more than they save (most of all on a machine whose cores are busy). The caller's setting is
+    restored on the way out."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
