@@ -247,7 +247,7 @@ class Prepared:
         # gpt-fast's decode step); the prompt, whose length varies, runs eagerly.
         # "max-autotune": the graph is given the model's nn.Linear layers, and the compiler times its own
         # C++ matrix kernels (on weights it packs once, frozen into the graph) against the libraries';
-        # the one-token step's attention is written out for the compiler to fuse (one_query_attention).
+        # the one-token step's attention is one product per key/value head (one_query_attention).
         self.autotuned = compile == "max-autotune"
         if self.autotuned:
             use_autotune_cache_dir()
@@ -325,7 +325,10 @@ def autotune_cache_dir() -> str:
     that saves: bench/README.md). What is not: the compiled graph itself. Inductor's graph cache refuses a
     frozen graph that holds oneDNN-packed weights (torch 2.13: "mkldnn tensors unpickleable"), and the
     autotuned graph holds them wherever ATen's ``_linear_pointwise`` is chosen (the prompt's products):
-    tracing, lowering and code generation are paid again in every process."""
+    tracing, lowering and code generation are paid again in every process. Without the packing
+    (``cpp.weight_prepack=False``) the graph cache did keep both graphs, but a second process still took
+    80 s to warm up (tracing and freezing come before the cache's look-up) and every step ran 1.9x slower
+    (SmolLM2, one measurement each: bench/README.md), so the packing stays."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as info:
@@ -366,30 +369,32 @@ def frozen_twin(model: Decoder) -> Decoder:
 
 def one_query_attention(q, k, v, mask=None):
     """Attention for one new token per row (a generation step): ``F.scaled_dot_product_attention``'s
-    output, written as a product, a softmax and a sum that the compiler turns into loops of its own.
+    output, its grouped query heads made the rows of one product per key/value head.
 
     q: (B, heads, 1, head_dim); k, v: (B, kv heads, keys, head_dim), each kv head serving a group of
     heads / kv heads query heads (grouped-query attention; one head each for GPT-2); mask: None or bool
-    (B, 1, 1, keys), True where the token may look. Compiled, the step's attention is then a few fused
-    loops instead of a call out to the library's flash attention, which makes the autotuned step faster;
-    eager, the fused call is the faster (figures: bench/README.md). The new token is
-    real and sees itself, so a row always has a key: no NaN to clear, unlike ``fused_attention``'s
-    padded prompt rows.
+    (B, 1, 1, keys), True where the token may look. A kv head's group of queries are the rows of one
+    product with its keys, so each key and value is read once per kv head, not once per query head.
+    Compiled, inductor recognizes the product, softmax and product and calls its flash attention for
+    the CPU on (B, kv heads, group, head_dim) queries: SmolLM2's step attention then took 0.99 ms for its
+    30 layers (one profile, bench/README.md). Written before as a broadcast multiply and a sum, it became
+    one loop over keys with the queries' rotary turn (cos and sin included) recomputed inside it: 3.27 ms
+    (another profile). Only the autotuned twin uses it (``StepAttention``). The new token is real and
+    sees itself, so a row always has a key: no NaN to clear, unlike ``fused_attention``'s padded prompt rows.
     """
     B, H, _, D = q.shape
     n_kv = k.shape[1]
-    q = q.reshape(B, n_kv, H // n_kv, 1, D)  # query heads grouped by the kv head they share
-    scores = (q * k[:, :, None]).sum(-1) / math.sqrt(D)  # (B, kv heads, group, keys)
+    q = q.reshape(B, n_kv, H // n_kv, D)  # a kv head's group of query heads: the rows of one product
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, kv heads, group, keys)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))  # (B, 1, 1, keys) broadcasts over heads
     weights = torch.softmax(scores, dim=-1)
-    out = (weights[..., None] * v[:, :, None]).sum(-2)  # (B, kv heads, group, head_dim)
-    return out.reshape(B, H, 1, D)
+    return (weights @ v).reshape(B, H, 1, D)  # (B, kv heads, group, head_dim) -> (B, heads, 1, head_dim)
 
 
 class StepAttention(CausalSelfAttention):
     """The model's attention, with a one-token step's computed by ``one_query_attention``: what the
-    autotuned twin runs (``Prepared``), since only compiled does that form beat the fused call."""
+    autotuned twin runs (``Prepared``): the compiler sees its products and fuses what lies around them."""
 
     def fused_attention(self, q, k, v, mask):
         if q.shape[2] == 1 and not self.training:
@@ -470,8 +475,8 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
 
     ``compile="max-autotune"`` also lets the compiler pick each product's kernel by timing its own C++
     matrix kernels against the libraries', makes a SwiGLU's gate and up products one, calls the
-    graph's kernels from generated C++ (``AUTOTUNE_OPTIONS``) and writes a step's attention as loops it
-    fuses (``one_query_attention``): minutes of warm-up (about 5 for
+    graph's kernels from generated C++ (``AUTOTUNE_OPTIONS``) and writes a step's attention as one
+    product per key/value head (``one_query_attention``): minutes of warm-up (about 5 for
     SmolLM2 on 2 cores), and on a CPU the fastest path here. The weights are then *frozen* into the
     compiled graph, packed into a copy of their own (the model's memory again): a change to the model's
     weights after the first call is not seen by this prepared model; prepare it again. For the same

@@ -323,6 +323,28 @@ def test_one_query_attention_is_the_fused_calls_output(batch, n_kv, group, keys,
     torch.testing.assert_close(nexttoken.fast.one_query_attention(q, k, v, mask), expected, rtol=1e-4, atol=1e-5)
 
 
+def test_one_query_attention_reads_each_key_head_once_for_its_group():
+    """How it attends, not only what: no tensor as large as the keys copied once per query head (a
+    repeat_interleave of k, or a broadcast product of q with k before the sum) is made; the largest is
+    the keys' own transpose, or the scores."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    batch, n_kv, group, keys, head_dim = 2, 3, 4, 50, 16
+    q = torch.randn(batch, n_kv * group, 1, head_dim)
+    k, v = torch.randn(2, batch, n_kv, keys, head_dim)
+    made = []
+
+    class Sizes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            made.extend(t.numel() for t in torch.utils._pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+            return out
+
+    with Sizes():
+        nexttoken.fast.one_query_attention(q, k, v)
+    assert made and max(made) <= k.numel(), max(made)  # per query head it would be group * k.numel()
+
+
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_the_autotuned_twin_computes_a_steps_attention_with_one_query_attention(monkeypatch, family):
     """How the autotuned path attends (its compiler replaced here by the eager call, to see the calls):
