@@ -29,10 +29,12 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
   each bring an OpenMP runtime, and two in one process disturb each other. Twice: with its default
   matrix backend (MKL on an Intel CPU) and with ``CT2_USE_MKL=0`` (oneDNN); the ratios printed last are
   against the faster of the two;
-- with ``--model smollm2``, llama.cpp (llama-cpp-python, when installed) on the GGUF file as stored:
-  a reference row, not a target. Its weights stay Q4_1 (about 5 bits each) and its kernels are its
-  own, so its tokens are counted against the float32 ones ("k/n agree") rather than required equal,
-  and it has its own bound: the file's tensor bytes per token at (b)'s bandwidth.
+- with ``--model smollm2``, llama.cpp (llama-cpp-python, when installed), reference rows, not targets:
+  on the GGUF file as stored (Q4_1 weights, about 5 bits each), and on a float32 copy of it
+  (``gguf_float32.py``: the same dequantized weights every float32 contender reads, so that row compares
+  engines at equal precision; written once under the user's cache directory). Its kernels are its own,
+  so its tokens are counted against the float32 ones ("k/n agree") rather than required equal, and each
+  row has its own bound: its file's tensor bytes per token at (b)'s bandwidth.
 
 Every contender's tokens are compared with the cached loop's (in bfloat16 a near-tie may go either way
 between two kernels, so there the run reports how many tokens agree instead of failing). Two bounds, from the
@@ -302,8 +304,8 @@ def ctranslate2_worker(hf, threads: int, workdir: str, env: dict | None = None) 
 
 
 def gguf_weight_bytes(path) -> int:
-    """The bytes of the GGUF file's tensors (Q4_1 blocks as stored, a few float32 norms): what llama.cpp
-    reads per new token (the tied embedding is read in full once, as the LM head)."""
+    """The bytes of a GGUF file's tensors (Q4_1 blocks as stored and a few float32 norms, or all float32):
+    what llama.cpp reads per new token (the tied embedding is read in full once, as the LM head)."""
     import gguf
 
     return sum(int(tensor.n_bytes) for tensor in gguf.GGUFReader(path).tensors)
@@ -456,23 +458,28 @@ def main():
         # rows, so that the targets are set against its faster one on any CPU.
         workers["  same, CT2_USE_MKL=0 (oneDNN)"] = ctranslate2_worker(hf, torch.get_num_threads(), workdir.name,
                                                                      env={"CT2_USE_MKL": "0"})
-    # llama.cpp: a reference row, not a target. It runs the GGUF file as stored (Q4_1 weights, its own
-    # kernels): another computation, so its tokens are counted against the float32 ones, not required equal.
-    gguf_path = None
+    # llama.cpp: reference rows, not targets. One runs the GGUF file as stored (Q4_1 weights, its own kernels),
+    # one a float32 copy of it (gguf_float32.py: the same dequantized weights the float32 contenders read, so
+    # the row compares engines at equal precision). Their kernels sum in another order, so their tokens are
+    # counted against the float32 ones, not required equal.
+    gguf_files = {}  # contender name -> the GGUF file it runs
     if args.model != "smollm2":
-        skipped["llama.cpp Q4_1"] = "--model smollm2 only (the GGUF file is SmolLM2's)"
+        skipped["llama.cpp"] = "--model smollm2 only (the GGUF file is SmolLM2's)"
     elif args.no_llama_cpp:
-        skipped["llama.cpp Q4_1"] = "left out (--no-llama-cpp)"
+        skipped["llama.cpp"] = "left out (--no-llama-cpp)"
     elif importlib.util.find_spec("llama_cpp") is None:
-        skipped["llama.cpp Q4_1"] = 'not installed (pip install -e ".[bench]" builds llama.cpp from source)'
+        skipped["llama.cpp"] = 'not installed (pip install -e ".[bench]" builds llama.cpp from source)'
     elif device.type != "cpu":
-        skipped["llama.cpp Q4_1"] = "CPU only in this benchmark"
+        skipped["llama.cpp"] = "CPU only in this benchmark"
     else:
+        from gguf_float32 import cached_float32_copy
         from nexttoken.smollm2 import smollm2_path
 
-        gguf_path = smollm2_path()
-        worker = Worker("llama_cpp_worker.py", gguf_path, torch.get_num_threads(), prompt.shape[1] + n + 1)
-        workers[f"llama.cpp ({worker.version}) Q4_1"] = worker
+        stored = smollm2_path()
+        for kind, path in (("Q4_1 file", stored), ("float32 copy", cached_float32_copy(stored))):
+            worker = Worker("llama_cpp_worker.py", path, torch.get_num_threads(), prompt.shape[1] + n + 1)
+            workers[f"llama.cpp ({worker.version}) {kind}"] = worker
+            gguf_files[f"llama.cpp ({worker.version}) {kind}"] = path
     for name, worker in workers.items():
         runs[name] = lambda k, worker=worker: worker.generate(prompt, k)
 
@@ -574,12 +581,11 @@ def main():
         print(f"steady step, fast path, max-autotune: {autotuned_step * 1e3:.2f} ms, its own (c) "
               f"{1e3 / autotuned_bound:.2f} ms: at {1 / autotuned_bound / autotuned_step:.0%} of it; "
               f"{(autotuned_step - 1 / autotuned_bound) * 1e3:.2f} ms a step beside its products")
-    if gguf_path is not None:
-        file_bytes = gguf_weight_bytes(gguf_path)
+    for name, path in gguf_files.items():
+        file_bytes = gguf_weight_bytes(path)
         file_bound = mv_bandwidth / file_bytes
-        print(f"llama.cpp's own bound: the GGUF file's {file_bytes / 1e6:.1f} MB of tensors per token (Q4_1) at "
-              f"(b)'s {mv_bandwidth / 1e9:.1f} GB/s: {file_bound:.2f} tokens/s; "
-              + ", ".join(f"{name} at {median[name] / file_bound:.0%} of it" for name in quantized))
+        print(f"{name}'s own bound: its file's {file_bytes / 1e6:.1f} MB of tensors per token at (b)'s "
+              f"{mv_bandwidth / 1e9:.1f} GB/s: {file_bound:.2f} tokens/s; at {median[name] / file_bound:.0%} of it")
     if "nexttoken, no cache" in median:
         print(f"cached / uncached:       {median[PLAIN] / median['nexttoken, no cache']:.2f}x")
     print(f"cached / transformers:   {median[PLAIN] / median['transformers generate']:.2f}x")

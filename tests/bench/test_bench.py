@@ -45,7 +45,7 @@ def test_generate_speed_prints_every_contender_both_bounds_and_the_load():
         assert re.search(re.escape(name) + ROW + "same$", out, re.M), name
     if not HAS_CTRANSLATE2:
         assert re.search(r"CTranslate2 float32 +skipped: not installed", out)
-    assert re.search(r"llama.cpp Q4_1 +skipped: --model smollm2 only", out)  # the GGUF file is SmolLM2's
+    assert re.search(r"llama.cpp +skipped: --model smollm2 only", out)  # the GGUF file is SmolLM2's
     assert re.search(r"^bound \(a\), copy bandwidth [\d.]+ GB/s: [\d.]+ tokens/s", out, re.M)
     assert re.search(r"^bound \(b\), matrix-vector read bandwidth [\d.]+ GB/s \(the fastest of them\): "
                      r"[\d.]+ tokens/s", out, re.M)
@@ -192,10 +192,11 @@ def test_generate_speed_runs_on_smollm2():
         assert re.search(re.escape(name) + ROW + "same$", out, re.M), name
     assert re.search(r"^bound \(c\), the step's matrix-vector products alone \(151 linear layers", out, re.M)
     if HAS_LLAMA_CPP:  # installed by hand: its row counts agreeing tokens, and it has its own bound
-        assert re.search(r"llama\.cpp \([\d.]+\) Q4_1 " + ROW + r"\d/4 new tokens agree", out, re.M)
-        assert re.search(r"^llama.cpp's own bound: the GGUF file's [\d.]+ MB of tensors per token \(Q4_1\)", out, re.M)
+        for kind in ("Q4_1 file", "float32 copy"):  # as stored, and at the float32 contenders' precision
+            assert re.search(r"llama\.cpp \([\d.]+\) " + kind + ROW + r"\d/4 new tokens agree", out, re.M)
+            assert re.search(r"^llama.cpp \([\d.]+\) " + kind + r"'s own bound: its file's [\d.]+ MB", out, re.M)
     else:
-        assert re.search(r"llama.cpp Q4_1 +skipped: not installed", out)
+        assert re.search(r"llama.cpp +skipped: not installed", out)
 
 
 def test_a_worker_that_dies_ends_the_run_with_a_clear_message(tmp_path):
@@ -242,3 +243,50 @@ def test_step_profile_splits_a_steady_step_by_kind():
     assert re.search(r"^steady step without the profiler: [\d.]+ ms .*its products alone \(c\): [\d.]+ ms", out, re.M)
     assert re.search(r"^ +[\d.]+ ms  products \(every linear layer and the LM head\)$", out, re.M)
     assert re.search(r"^ +-?[\d.]+ ms  Python outside any event", out, re.M)
+
+
+def test_the_float32_gguf_copy_holds_the_dequantized_values_and_every_field(tmp_path):
+    """gguf_float32.float32_copy (llama.cpp's equal-precision row): each tensor the stored one dequantized,
+    in float32; the metadata copied, but the file type, which now says float32; no half file left."""
+    import gguf
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("gguf_float32", ROOT / "bench" / "gguf_float32.py")
+    copier = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copier)
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((4, 64), dtype=np.float32) * 3  # rows of Q8_0 blocks (32 values each)
+    norm = rng.standard_normal(64, dtype=np.float32)
+    source = tmp_path / "tiny.Q8_0.gguf"
+    writer = gguf.GGUFWriter(source, "llama")
+    writer.add_block_count(1)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_token_list(["a", "b"])
+    writer.add_tensor("blk.0.w", gguf.quants.quantize(weight, gguf.GGMLQuantizationType.Q8_0),
+                      raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    writer.add_tensor("blk.0.norm", norm)
+    for write in (writer.write_header_to_file, writer.write_kv_data_to_file, writer.write_tensors_to_file,
+                  writer.close):
+        write()
+
+    target = copier.float32_copy(source, tmp_path / "tiny.F32.gguf")
+    stored, copied = gguf.GGUFReader(source), gguf.GGUFReader(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.F32.gguf", "tiny.Q8_0.gguf"]
+    assert copied.fields["general.file_type"].contents() == gguf.LlamaFileType.ALL_F32
+    for name in ("general.architecture", "llama.block_count", "tokenizer.ggml.tokens"):
+        assert copied.fields[name].contents() == stored.fields[name].contents(), name
+    for before, after in zip(stored.tensors, copied.tensors, strict=True):
+        assert (after.name, after.tensor_type) == (before.name, gguf.GGMLQuantizationType.F32)
+        np.testing.assert_array_equal(after.data, gguf.quants.dequantize(before.data, before.tensor_type))
+    assert not np.array_equal(copied.tensors[0].data, weight)  # Q8_0 rounds: the copy holds what was stored
+    np.testing.assert_allclose(copied.tensors[0].data, weight, atol=0.1)
+
+
+@pytest.mark.slow  # 20-40 s: an export and an AOTInductor compile, then a second process
+def test_aot_step_builds_a_package_a_second_process_loads_with_the_plain_loops_tokens():
+    """bench/aot_step.py (issue 56's probe): the autotuned step compiled ahead of time; a new process loads the
+    package and steps with the cache written in place by it (without the writes the tokens differ: it fails)."""
+    out = run_bench("aot_step.py", "--tiny")
+    assert re.search(r"^first build \(export and compile\): [\d.]+ s; package \d+ MB$", out, re.M)
+    assert re.search(r"^second process: [\d.]+ s in all .* aoti_load_package [\d.]+ s; steady step [\d.]+ ms; "
+                     r"same tokens as the plain loop: True$", out, re.M)

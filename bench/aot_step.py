@@ -1,0 +1,125 @@
+"""The autotuned step compiled ahead of time (AOTInductor): what a first build costs, how fast a new process loads it.
+
+    .venv/bin/python bench/aot_step.py                   # SmolLM2-135M-Instruct
+    .venv/bin/python bench/aot_step.py --tiny            # a small model with SmolLM2's kind of block (the tests)
+
+A probe for issue 56, not yet the library's path. ``prepare(model, compile="max-autotune")`` compiles its graphs
+in every new process (minutes: inductor's graph cache refuses a graph holding oneDNN-packed weights). Here the
+one-token step of the same twin (the frozen weights, ``one_query_attention``) and the same ``run_layers`` is
+exported (``torch.export``, the cache's buffers as inputs written in place, the number of keys a dynamic size)
+and compiled with ``AUTOTUNE_OPTIONS`` into a package on disk (``torch._inductor.aoti_compile_and_package``):
+the first build. Then a new process, this script again with ``--load``, loads the package
+(``torch._inductor.aoti_load_package``), runs the prompt through the eager fast path and every step through the
+package, and reports how long the load took, the steady step, and whether the tokens are the plain loop's.
+Batch of one, no padding: the only case the package covers.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import nexttoken
+import nexttoken.fast as fast
+
+
+class Step(torch.nn.Module):
+    """One generation step of ``twin``: the new token, its position (1,), every layer's key and value buffers
+    (written in place at the position) and a marker whose length is the number of keys after the write."""
+
+    def __init__(self, twin):
+        super().__init__()
+        self.twin = twin
+
+    def forward(self, input_ids, position, keys, values, length_marker):
+        cache = fast.StaticCache()
+        cache.keys, cache.values, cache.write_at = keys, values, position
+        cache.length = length_marker.shape[0] - 1  # a size, so that export keeps it symbolic
+        return fast.run_layers(self.twin, input_ids, position[None], None, cache)
+
+
+def load_model(tiny: bool):
+    if not tiny:
+        return nexttoken.load_smollm2().eval(), torch.tensor([nexttoken.smollm2_tokenizer().encode("Once upon a time")])
+    torch.manual_seed(0)
+    config = nexttoken.DecoderConfig(vocab_size=100, context_length=128, d_model=32, n_layers=2, n_heads=4,
+                                     n_kv_heads=2, positions="rope", norm="rmsnorm", mlp="swiglu", bias=False)
+    return nexttoken.Decoder(config).eval(), torch.tensor([[1, 2, 3, 4]])
+
+
+def build(model, package: str) -> float:
+    """Export the step and compile it into ``package``; returns the seconds it took."""
+    config = model.config
+    shape = (1, config.n_kv_heads, config.context_length, config.head_dim)
+    keys = [torch.zeros(shape) for _ in range(config.n_layers)]
+    values = [torch.zeros(shape) for _ in range(config.n_layers)]
+    example = (torch.tensor([[5]]), torch.tensor([4]), keys, values, torch.empty(5))
+    # a window's last slot excluded: at context_length the slice keys[:, :, :end] is the whole buffer, another case
+    keys_after = torch.export.Dim("keys_after", min=2, max=config.context_length - 1)
+    dims = {"input_ids": None, "position": None, "keys": [None] * len(keys), "values": [None] * len(values),
+            "length_marker": {0: keys_after}}
+    start = time.perf_counter()
+    twin = fast.with_step_attention(fast.frozen_twin(model))
+    with torch.no_grad():
+        program = torch.export.export(Step(twin), example, dynamic_shapes=dims, strict=False)
+        options = {k: v for k, v in fast.AUTOTUNE_OPTIONS.items() if k != "cpp_wrapper"}  # AOTInductor is C++
+        fast.use_autotune_cache_dir()  # the per-matrix timings the torch.compile path already keeps
+        torch._inductor.aoti_compile_and_package(program, package_path=package, inductor_configs=options)
+    return time.perf_counter() - start
+
+
+def load_and_run(model, prompt, package: str, new_tokens: int) -> dict:
+    start = time.perf_counter()
+    step = torch._inductor.aoti_load_package(package)
+    loaded = time.perf_counter() - start
+    with torch.no_grad():
+        cache = fast.prepare(model, onednn=False).new_cache()
+        ids = torch.cat([prompt, fast.fast_run(model, prompt, None, cache).argmax(-1)], dim=1)  # the prompt, eager
+        gaps = []
+        for _ in range(new_tokens - 1):
+            n = ids.shape[1]
+            start = time.perf_counter()
+            logits = step(ids[:, -1:], torch.tensor([n - 1]), cache.keys, cache.values, torch.empty(n))
+            gaps.append(time.perf_counter() - start)
+            ids = torch.cat([ids, logits.argmax(-1)], dim=1)
+        same = torch.equal(ids, nexttoken.generate(model, prompt, new_tokens))
+    return {"load_s": loaded, "step_ms": statistics.median(gaps[len(gaps) // 2:]) * 1e3, "same": same}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="a small model: seconds to a minute (the tests)")
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--load", metavar="PACKAGE", help="(the second process) load PACKAGE and generate")
+    args = parser.parse_args()
+    model, prompt = load_model(args.tiny)
+    if not 1 <= args.new_tokens <= model.config.context_length - prompt.shape[1]:
+        parser.error(f"--new-tokens must be 1 to {model.config.context_length - prompt.shape[1]} (the window)")
+    if args.load:
+        print(json.dumps(load_and_run(model, prompt, args.load, args.new_tokens)))
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        package = str(Path(folder) / "step.pt2")
+        seconds = build(model, package)
+        print(f"first build (export and compile): {seconds:.1f} s; package {Path(package).stat().st_size / 1e6:.0f} MB")
+        start = time.perf_counter()
+        command = [sys.executable, __file__, "--load", package, "--new-tokens", str(args.new_tokens)]
+        reply = subprocess.run(command + ["--tiny"] * args.tiny, capture_output=True, text=True)
+        if reply.returncode:
+            raise SystemExit(f"the second process failed:\n{reply.stderr[-3000:]}")
+        second = json.loads(reply.stdout.splitlines()[-1])
+        print(f"second process: {time.perf_counter() - start:.1f} s in all (start, model, load, {args.new_tokens} "
+              f"tokens and the plain loop's); aoti_load_package {second['load_s']:.1f} s; steady step "
+              f"{second['step_ms']:.2f} ms; same tokens as the plain loop: {second['same']}")
+        if not second["same"]:
+            raise SystemExit("the package's steps gave other tokens than the plain loop")
+
+
+if __name__ == "__main__":
+    main()
