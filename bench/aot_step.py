@@ -3,12 +3,12 @@
     .venv/bin/python bench/aot_step.py                   # SmolLM2-135M-Instruct
     .venv/bin/python bench/aot_step.py --tiny            # a small model with SmolLM2's kind of block (the tests)
 
-A probe for issue 56, not yet the library's path. ``prepare(model, compile="max-autotune")`` compiles its graphs
-in every new process (minutes: inductor's graph cache refuses a graph holding oneDNN-packed weights). Here the
-one-token step of the same twin (the frozen weights, ``one_query_attention``) and the same ``run_layers`` is
-exported (``torch.export``, the cache's buffers as inputs written in place, the number of keys a dynamic size)
-and compiled with ``AUTOTUNE_OPTIONS`` into a package on disk (``torch._inductor.aoti_compile_and_package``):
-the first build. Then a new process, this script again with ``--load``, loads the package
+``prepare(model, compile="max-autotune")`` compiles its graphs in every new process (minutes: inductor's graph
+cache refuses a graph holding oneDNN-packed weights); ``compile="ahead-of-time"`` does not. Here its package is
+built as ``prepare`` builds it (``nexttoken.fast.build_step_package``: the max-autotune twin's one-token step
+exported with ``torch.export``, the cache's buffers as inputs written in place, the number of keys a dynamic
+size, and compiled with ``AUTOTUNE_OPTIONS`` by ``torch._inductor.aoti_compile_and_package``), into a temporary
+folder rather than the cache: the first build. Then a new process, this script again with ``--load``, loads the package
 (``torch._inductor.aoti_load_package``), runs the prompt through the eager fast path and every step through the
 package, and reports how long the load took, the steady step, and whether the tokens are the plain loop's.
 Batch of one, no padding: the only case the package covers.
@@ -29,21 +29,6 @@ import nexttoken
 import nexttoken.fast as fast
 
 
-class Step(torch.nn.Module):
-    """One generation step of ``twin``: the new token, its position (1,), every layer's key and value buffers
-    (written in place at the position) and a marker whose length is the number of keys after the write."""
-
-    def __init__(self, twin):
-        super().__init__()
-        self.twin = twin
-
-    def forward(self, input_ids, position, keys, values, length_marker):
-        cache = fast.StaticCache()
-        cache.keys, cache.values, cache.write_at = keys, values, position
-        cache.length = length_marker.shape[0] - 1  # a size, so that export keeps it symbolic
-        return fast.run_layers(self.twin, input_ids, position[None], None, cache)
-
-
 def load_model(tiny: bool):
     if not tiny:
         return nexttoken.load_smollm2().eval(), torch.tensor([nexttoken.smollm2_tokenizer().encode("Once upon a time")])
@@ -54,23 +39,9 @@ def load_model(tiny: bool):
 
 
 def build(model, package: str) -> float:
-    """Export the step and compile it into ``package``; returns the seconds it took."""
-    config = model.config
-    shape = (1, config.n_kv_heads, config.context_length, config.head_dim)
-    keys = [torch.zeros(shape) for _ in range(config.n_layers)]
-    values = [torch.zeros(shape) for _ in range(config.n_layers)]
-    example = (torch.tensor([[5]]), torch.tensor([4]), keys, values, torch.empty(5))
-    # a window's last slot excluded: at context_length the slice keys[:, :, :end] is the whole buffer, another case
-    keys_after = torch.export.Dim("keys_after", min=2, max=config.context_length - 1)
-    dims = {"input_ids": None, "position": None, "keys": [None] * len(keys), "values": [None] * len(values),
-            "length_marker": {0: keys_after}}
+    """Export the step and compile it into ``package`` (the library's ``build_step_package``); its seconds."""
     start = time.perf_counter()
-    twin = fast.with_step_attention(fast.frozen_twin(model))
-    with torch.no_grad():
-        program = torch.export.export(Step(twin), example, dynamic_shapes=dims, strict=False)
-        options = {k: v for k, v in fast.AUTOTUNE_OPTIONS.items() if k != "cpp_wrapper"}  # AOTInductor is C++
-        fast.use_autotune_cache_dir()  # the per-matrix timings the torch.compile path already keeps
-        torch._inductor.aoti_compile_and_package(program, package_path=package, inductor_configs=options)
+    fast.build_step_package(model, package)
     return time.perf_counter() - start
 
 

@@ -268,7 +268,9 @@ class Prepared:
             self.layers = torch.compile(run_layers, dynamic=False, mode="reduce-overhead")
         else:
             self.layers = torch.compile(run_layers, dynamic=True) if compile else run_layers
-        self.compiled = bool(compile)
+        self.compiled = bool(compile) and compile != "ahead-of-time"
+        self.ahead_of_time = compile == "ahead-of-time"
+        self.packaged_step = None  # ahead of time: the step's package, loaded (or built) at the first step
         self.warmed_up = set()  # the graphs compiled so far: "the prompt", "the one-token step"
 
     def new_cache(self) -> StaticCache:
@@ -281,6 +283,8 @@ class Prepared:
 
     def call_layers(self, *args):
         cache = args[-1]
+        if self.ahead_of_time:
+            return self.packaged_or_eager(*args)
         if not self.compiled or (self.fixed_shapes and not (cache is not None and cache.whole_window)):
             return run_layers(self.runner, *args)
         try:
@@ -291,6 +295,17 @@ class Prepared:
                           "the fast path runs eagerly (same tokens, without the compiler's gain)", stacklevel=2)
             self.compiled = False
             return run_layers(self.runner, *args)
+
+    def packaged_or_eager(self, input_ids, positions, mask, cache):
+        """compile="ahead-of-time": a one-token step of one unpadded row through the package (built or loaded
+        at the first), everything else (the prompt, batches, padding, the window's last slot) eagerly."""
+        if (input_ids.shape != (1, 1) or mask is not None or cache is None
+                or cache.length + 1 >= self.config.context_length):
+            return run_layers(self.runner, input_ids, positions, mask, cache)
+        if self.packaged_step is None:
+            self.packaged_step = load_or_build_step(self.model)
+        keys_after = torch.empty(cache.length + 1)  # its size is the package's dynamic number of keys
+        return self.packaged_step(input_ids, cache.write_at, cache.keys, cache.values, keys_after)
 
     def compiled_call(self, args):
         if not self.autotuned:
@@ -438,6 +453,66 @@ def not_on_the_model(guards) -> list[bool]:
     return [root_name(guard.orig_guard.originating_source) != "model" for guard in guards]
 
 
+class PackagedStep(nn.Module):
+    """One generation step of the autotuned twin, as ``torch.export`` sees it: the new token (1, 1), its
+    position (1,), every layer's key and value buffers (written in place at the position) and a tensor whose
+    length is the number of keys after the write (a size, so that the export keeps it symbolic)."""
+
+    def __init__(self, twin: Decoder):
+        super().__init__()
+        self.twin = twin
+
+    def forward(self, input_ids, position, keys, values, keys_after):
+        cache = StaticCache()
+        cache.keys, cache.values, cache.write_at = keys, values, position
+        cache.length = keys_after.shape[0] - 1
+        return run_layers(self.twin, input_ids, position[None], None, cache)
+
+
+def step_package_path(model: Decoder) -> str:
+    """Where the model's packaged step is kept: in ``autotune_cache_dir()`` (one folder per torch version and
+    CPU), named by a hash of the model's configuration and weights, since the package holds the weights."""
+    digest = hashlib.sha256(repr(model.config).encode())
+    for tensor in model.state_dict().values():
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return os.path.join(autotune_cache_dir(), "steps", digest.hexdigest()[:24] + ".pt2")
+
+
+def build_step_package(model: Decoder, path: str) -> None:
+    """Export the autotuned twin's one-token step and compile it with ``AUTOTUNE_OPTIONS`` into ``path``
+    (AOTInductor; through a temporary name, so that an interrupted build leaves no package)."""
+    config = model.config
+    shape = (1, config.n_kv_heads, config.context_length, config.head_dim)
+    keys = [torch.zeros(shape) for _ in range(config.n_layers)]
+    values = [torch.zeros(shape) for _ in range(config.n_layers)]
+    example = (torch.tensor([[0]]), torch.tensor([4]), keys, values, torch.empty(5))
+    # the window's last slot is left out: there keys[:, :, :end] is the whole buffer, another graph
+    keys_after = torch.export.Dim("keys_after", min=2, max=config.context_length - 1)
+    shapes = {"input_ids": None, "position": None, "keys": [None] * len(keys), "values": [None] * len(values),
+              "keys_after": {0: keys_after}}
+    twin = with_step_attention(frozen_twin(model))
+    with torch.no_grad():
+        program = torch.export.export(PackagedStep(twin), example, dynamic_shapes=shapes, strict=False)
+        use_autotune_cache_dir()  # the per-matrix timings the max-autotune path keeps there too
+        settings = {name: value for name, value in AUTOTUNE_OPTIONS.items() if name != "cpp_wrapper"}  # C++ anyway
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        partial = path + ".partial.pt2"
+        torch._inductor.aoti_compile_and_package(program, package_path=partial, inductor_configs=settings)
+    os.replace(partial, path)
+
+
+def load_or_build_step(model: Decoder):
+    """The model's packaged step, loaded (seconds), or built first where this machine has none (minutes)."""
+    path = step_package_path(model)
+    if not os.path.isfile(path):
+        print(f"nexttoken.fast: building the one-token step's package, once (minutes): {path}",
+              file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        build_step_package(model, path)
+        print(f"nexttoken.fast: built in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    return torch._inductor.aoti_load_package(path)
+
+
 # Inductor's settings for compile="max-autotune" on a CPU: time its C++ GEMM template against ATen's
 # kernels for each matrix (max_autotune, CPP and ATEN), on weights packed once into the kernel's layout,
 # which needs them frozen into the graph as constants (freezing). Applied with
@@ -483,6 +558,12 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     reason the compiler's checks on that frozen copy before each call are left out
     (``not_on_the_model``).
 
+    ``compile="ahead-of-time"``: the max-autotune twin's one-token step exported and compiled once into a
+    package on disk (AOTInductor: ``build_step_package``, minutes, the first time this machine sees these
+    weights), which every later process loads in seconds (``load_or_build_step``; kept under
+    ``step_package_path``); steps of one unpadded row run through it, the prompt and everything else eagerly.
+    A float32 model on the CPU; weights frozen into the package as in max-autotune.
+
     ``fixed_shapes=True`` makes every one-token step the same shapes: its attention reads the cache's
     whole window (context_length slots), the slots not written yet masked, instead of the positions
     written so far. That is more work per step (on a CPU, much more for a long window), and what a
@@ -493,8 +574,11 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     """
     if not isinstance(model, Decoder):
         raise TypeError(f"model must be a nexttoken.Decoder, got {type(model).__name__}")
-    if not (isinstance(compile, bool) or compile == "max-autotune"):
-        raise TypeError(f"compile must be True, False or 'max-autotune', got {compile!r}")
+    if not (isinstance(compile, bool) or compile in ("max-autotune", "ahead-of-time")):
+        raise TypeError(f"compile must be True, False, 'max-autotune' or 'ahead-of-time', got {compile!r}")
+    if compile == "ahead-of-time" and (fixed_shapes or model.token_embedding.weight.device.type != "cpu"
+                                       or model.token_embedding.weight.dtype != torch.float32):
+        raise ValueError("compile='ahead-of-time' is for a float32 model on the CPU, without fixed_shapes")
     if onednn not in (None, True, False):
         raise TypeError(f"onednn must be None, True or False, got {onednn!r}")
     if not isinstance(fixed_shapes, bool):

@@ -1,5 +1,6 @@
 """nexttoken.fast.prepare: the fast path gives the plain loop's tokens (no timing here: see bench/)."""
 
+import os
 import random
 import re
 import time
@@ -534,3 +535,54 @@ def test_the_guard_filter_keeps_the_guards_on_what_changes_between_calls():
     assert "model._modules['blocks']._modules['0']._modules['attn']._modules['qkv']._parameters['weight']" in dropped
     assert all(name == "model" or name.startswith(("model.", "model[", "dict(type(model")) for name in dropped)
     assert not any(name.startswith("model") for name in kept)
+
+
+AHEAD_SCRIPT = """
+import sys, torch, nexttoken
+from nexttoken.fast import prepare
+sys.path[:0] = [{tests!r}, {helpers!r}]
+from test_fast import rope_gqa_model
+model = rope_gqa_model()
+ids = torch.tensor([[3, 1, 4, 1]])
+out = prepare(model, compile="ahead-of-time", onednn=False).generate(ids, 12)
+print(out.tolist() == nexttoken.generate(model, ids, 12).tolist())
+"""
+
+
+@pytest.mark.slow  # 40-60 s: an export and an AOTInductor build, then a second process
+def test_ahead_of_time_builds_the_step_once_and_a_new_process_loads_it(tmp_path, monkeypatch):
+    """compile="ahead-of-time": the plain loop's tokens (a prompt, steps through the package, a batch and
+    padding eagerly, cropping past the window); the package is kept under the user's cache directory and a
+    second process loads it without building."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    model = rope_gqa_model()
+    prepared = prepare(model, compile="ahead-of-time", onednn=False)
+    ids = torch.tensor([[3, 1, 4, 1]])
+    window = model.config.context_length
+    for new in (0, 1, 12, window):  # window: past the context, cropped
+        assert torch.equal(prepared.generate(ids, new), generate(model, ids, new)), new
+    ids, mask = left_padded_batch(random.Random(1), 2, model.config.vocab_size, pad=0)
+    assert torch.equal(prepared.generate(ids, 6, attention_mask=mask), generate(model, ids, 6, attention_mask=mask))
+    assert len(list(tmp_path.rglob("*.pt2"))) == 1
+    script = AHEAD_SCRIPT.format(tests=str(Path(__file__).parent), helpers=str(Path(__file__).parents[1]))
+    second = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    assert second.stdout.strip() == "True", second.stderr[-2000:]
+    assert "building" not in second.stderr  # loaded, not built again
+
+
+def test_ahead_of_time_packages_are_named_by_the_weights_and_refuse_what_they_cannot_run():
+    model = rope_gqa_model()
+    name = nexttoken.fast.step_package_path(model)
+    assert name == nexttoken.fast.step_package_path(rope_gqa_model())  # the same weights, the same package
+    with torch.no_grad():
+        model.blocks[0].attn.proj.weight[0, 0] += 1e-3
+    assert nexttoken.fast.step_package_path(model) != name  # a package holds its weights: another one
+    with pytest.raises(ValueError, match="float32 model on the CPU, without fixed_shapes"):
+        prepare(model, compile="ahead-of-time", fixed_shapes=True)
+    with pytest.raises(ValueError, match="float32 model on the CPU"):
+        prepare(model.to(torch.bfloat16), compile="ahead-of-time")
