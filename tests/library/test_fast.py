@@ -203,7 +203,7 @@ def test_a_failing_compiler_falls_back_to_eager_with_a_warning(monkeypatch):
 
 
 def test_compile_must_be_a_bool():
-    with pytest.raises(TypeError, match="compile must be True, False or 'max-autotune'"):
+    with pytest.raises(TypeError, match="compile must be True, False, 'max-autotune' or 'ahead-of-time'"):
         prepare(tiny_model(0), compile="yes")
 
 
