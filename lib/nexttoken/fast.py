@@ -303,7 +303,14 @@ class Prepared:
                 or cache.length + 1 >= self.config.context_length):
             return run_layers(self.runner, input_ids, positions, mask, cache)
         if self.packaged_step is None:
-            self.packaged_step = load_or_build_step(self.model)
+            try:
+                self.packaged_step = load_or_build_step(self.model)
+            except Exception as error:  # no C++ compiler, an export torch cannot make...: eagerly, as compile=True
+                warnings.warn(f"the ahead-of-time step could not be built or loaded ({type(error).__name__}: "
+                              f"{str(error)[:200]}); the fast path runs eagerly (same tokens, without the "
+                              "compiler's gain)", stacklevel=2)
+                self.ahead_of_time = False
+                return run_layers(self.runner, input_ids, positions, mask, cache)
         keys_after = torch.empty(cache.length + 1)  # its size is the package's dynamic number of keys
         return self.packaged_step(input_ids, cache.write_at, cache.keys, cache.values, keys_after)
 
@@ -480,7 +487,8 @@ def step_package_path(model: Decoder) -> str:
 
 def build_step_package(model: Decoder, path: str) -> None:
     """Export the autotuned twin's one-token step and compile it with ``AUTOTUNE_OPTIONS`` into ``path``
-    (AOTInductor; through a temporary name, so that an interrupted build leaves no package)."""
+    (AOTInductor; through a temporary name of this process's, so that neither a failed or interrupted build nor
+    two processes building at once leave a broken package)."""
     config = model.config
     shape = (1, config.n_kv_heads, config.context_length, config.head_dim)
     keys = [torch.zeros(shape) for _ in range(config.n_layers)]
@@ -496,9 +504,13 @@ def build_step_package(model: Decoder, path: str) -> None:
         use_autotune_cache_dir()  # the per-matrix timings the max-autotune path keeps there too
         settings = {name: value for name, value in AUTOTUNE_OPTIONS.items() if name != "cpp_wrapper"}  # C++ anyway
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        partial = path + ".partial.pt2"
-        torch._inductor.aoti_compile_and_package(program, package_path=partial, inductor_configs=settings)
-    os.replace(partial, path)
+        partial = f"{path}.{os.getpid()}.partial.pt2"
+        try:
+            torch._inductor.aoti_compile_and_package(program, package_path=partial, inductor_configs=settings)
+            os.replace(partial, path)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
 
 
 def load_or_build_step(model: Decoder):
@@ -562,7 +574,8 @@ def prepare(model: Decoder, compile: bool | str = False, onednn: bool | None = N
     package on disk (AOTInductor: ``build_step_package``, minutes, the first time this machine sees these
     weights), which every later process loads in seconds (``load_or_build_step``; kept under
     ``step_package_path``); steps of one unpadded row run through it, the prompt and everything else eagerly.
-    A float32 model on the CPU; weights frozen into the package as in max-autotune.
+    A float32 model on the CPU; weights frozen into the package as in max-autotune. Where the package cannot be
+    built or loaded (no C++ compiler, say), it warns and runs eagerly, as ``compile=True`` does.
 
     ``fixed_shapes=True`` makes every one-token step the same shapes: its attention reads the cache's
     whole window (context_length slots), the slots not written yet masked, instead of the positions

@@ -5,6 +5,7 @@ import random
 import re
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -556,7 +557,6 @@ def test_ahead_of_time_builds_the_step_once_and_a_new_process_loads_it(tmp_path,
     second process loads it without building."""
     import subprocess
     import sys
-    from pathlib import Path
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     model = rope_gqa_model()
@@ -586,3 +586,22 @@ def test_ahead_of_time_packages_are_named_by_the_weights_and_refuse_what_they_ca
         prepare(model, compile="ahead-of-time", fixed_shapes=True)
     with pytest.raises(ValueError, match="float32 model on the CPU"):
         prepare(model.to(torch.bfloat16), compile="ahead-of-time")
+
+
+def test_ahead_of_time_warns_and_runs_eagerly_where_the_build_fails_leaving_no_package(tmp_path, monkeypatch):
+    """A build that fails halfway (here the compiler writes part of the file, then raises, as a missing C++
+    compiler would) leaves nothing under the cache folder, and generation goes on eagerly with the same tokens."""
+    def half_a_build(program, package_path, inductor_configs):
+        Path(package_path).write_bytes(b"half a package")
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", half_a_build)
+    model = rope_gqa_model()
+    prepared = prepare(model, compile="ahead-of-time", onednn=False)
+    ids = torch.tensor([[3, 1, 4, 1]])
+    with pytest.warns(UserWarning, match="could not be built or loaded .*no C\\+\\+ compiler found.* runs eagerly"):
+        out = prepared.generate(ids, 5)
+    assert torch.equal(out, generate(model, ids, 5))
+    assert not prepared.ahead_of_time  # not tried again at every step
+    assert [p.name for p in tmp_path.rglob("*") if p.is_file() and "steps" in p.parts] == []
