@@ -1,32 +1,36 @@
-"""The autotuned step compiled ahead of time (AOTInductor): what a first build costs, how fast a new process loads it.
+"""The library's ahead-of-time path: what its first build costs, and how soon a new process reaches its speed.
 
     .venv/bin/python bench/aot_step.py                   # SmolLM2-135M-Instruct
     .venv/bin/python bench/aot_step.py --tiny            # a small model with SmolLM2's kind of block (the tests)
 
 ``prepare(model, compile="max-autotune")`` compiles its graphs in every new process (minutes: inductor's graph
-cache refuses a graph holding oneDNN-packed weights); ``compile="ahead-of-time"`` does not. Here its package is
-built as ``prepare`` builds it (``nexttoken.fast.build_step_package``: the max-autotune twin's one-token step
-exported with ``torch.export``, the cache's buffers as inputs written in place, the number of keys a dynamic
-size, and compiled with ``AUTOTUNE_OPTIONS`` by ``torch._inductor.aoti_compile_and_package``), into a temporary
-folder rather than the cache: the first build. Then a new process, this script again with ``--load``, loads the package
-(``torch._inductor.aoti_load_package``), runs the prompt through the eager fast path and every step through the
-package, and reports how long the load took, the steady step, and whether the tokens are the plain loop's.
-Batch of one, no padding: the only case the package covers.
+cache refuses a graph holding oneDNN-packed weights); ``prepare(model, compile="ahead-of-time")`` builds the
+max-autotune twin's one-token step once into a package on disk (``nexttoken.fast.build_step_package``) and
+later processes load it (``load_or_build_step``). This script runs two processes one after the other, each
+``prepare(model, compile="ahead-of-time").generate(prompt, n, on_token=...)`` as a learner calls it, with the
+user's cache directory (``XDG_CACHE_HOME``) pointed at a new empty folder, so that the first one starts as on
+a machine that has never built anything: its build includes the autotuning of every product. The second finds
+the first one's package and the timings there.
+
+For each process: the seconds from its launch (Python's start, imports, the model's load included) to its first
+step through the package, that first step alone (the build, or the load, and one step), the steady step (the
+median time between tokens over the second half), and whether its tokens are the plain loop's. Batch of one, no
+padding: the case the package runs.
 """
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 
 import nexttoken
-import nexttoken.fast as fast
+from nexttoken.fast import prepare, step_package_path
 
 
 def load_model(tiny: bool):
@@ -38,58 +42,57 @@ def load_model(tiny: bool):
     return nexttoken.Decoder(config).eval(), torch.tensor([[1, 2, 3, 4]])
 
 
-def build(model, package: str) -> float:
-    """Export the step and compile it into ``package`` (the library's ``build_step_package``); its seconds."""
-    start = time.perf_counter()
-    fast.build_step_package(model, package)
-    return time.perf_counter() - start
+def one_process(launched: float, tiny: bool, new_tokens: int) -> dict:
+    """What this process measures of itself; ``launched``: the parent's clock (time.time()) as it started it."""
+    model, prompt = load_model(tiny)
+    package = step_package_path(model)
+    found = os.path.isfile(package)
+    stamps = []
 
+    def stamp(*_):
+        stamps.append(time.time())
 
-def load_and_run(model, prompt, package: str, new_tokens: int) -> dict:
-    start = time.perf_counter()
-    step = torch._inductor.aoti_load_package(package)
-    loaded = time.perf_counter() - start
     with torch.no_grad():
-        cache = fast.prepare(model, onednn=False).new_cache()
-        ids = torch.cat([prompt, fast.fast_run(model, prompt, None, cache).argmax(-1)], dim=1)  # the prompt, eager
-        gaps = []
-        for _ in range(new_tokens - 1):
-            n = ids.shape[1]
-            start = time.perf_counter()
-            logits = step(ids[:, -1:], torch.tensor([n - 1]), cache.keys, cache.values, torch.empty(n))
-            gaps.append(time.perf_counter() - start)
-            ids = torch.cat([ids, logits.argmax(-1)], dim=1)
-        same = torch.equal(ids, nexttoken.generate(model, prompt, new_tokens))
-    return {"load_s": loaded, "step_ms": statistics.median(gaps[len(gaps) // 2:]) * 1e3, "same": same}
+        out = prepare(model, compile="ahead-of-time").generate(prompt, new_tokens, on_token=stamp)
+        same = torch.equal(out, nexttoken.generate(model, prompt, new_tokens))
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # gaps[0]: the first step, through the package
+    return {"found_package": found, "package_mb": os.path.getsize(package) / 1e6,
+            "to_first_step_s": stamps[1] - launched, "first_step_s": gaps[0],
+            "steady_ms": statistics.median(gaps[len(gaps) // 2:]) * 1e3, "same": same}
+
+
+def run_process(cache: str, tiny: bool, new_tokens: int) -> dict:
+    command = [sys.executable, __file__, "--process", str(time.time()), "--new-tokens", str(new_tokens)]
+    reply = subprocess.run(command + ["--tiny"] * tiny, capture_output=True, text=True,
+                           env={**os.environ, "XDG_CACHE_HOME": cache})
+    if reply.returncode:
+        raise SystemExit(f"a process failed:\n{reply.stderr[-3000:]}")
+    return json.loads(reply.stdout.splitlines()[-1])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: seconds to a minute (the tests)")
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--load", metavar="PACKAGE", help="(the second process) load PACKAGE and generate")
+    parser.add_argument("--process", metavar="LAUNCHED", type=float, help="(internal) one measured process")
     args = parser.parse_args()
-    model, prompt = load_model(args.tiny)
-    if not 1 <= args.new_tokens <= model.config.context_length - prompt.shape[1]:
-        parser.error(f"--new-tokens must be 1 to {model.config.context_length - prompt.shape[1]} (the window)")
-    if args.load:
-        print(json.dumps(load_and_run(model, prompt, args.load, args.new_tokens)))
+    if not 3 <= args.new_tokens <= 100:  # both windows hold a 4-token prompt and 100 more
+        parser.error("--new-tokens must be 3 to 100")
+    if args.process is not None:
+        print(json.dumps(one_process(args.process, args.tiny, args.new_tokens)))
         return
-    with tempfile.TemporaryDirectory() as folder:
-        package = str(Path(folder) / "step.pt2")
-        seconds = build(model, package)
-        print(f"first build (export and compile): {seconds:.1f} s; package {Path(package).stat().st_size / 1e6:.0f} MB")
-        start = time.perf_counter()
-        command = [sys.executable, __file__, "--load", package, "--new-tokens", str(args.new_tokens)]
-        reply = subprocess.run(command + ["--tiny"] * args.tiny, capture_output=True, text=True)
-        if reply.returncode:
-            raise SystemExit(f"the second process failed:\n{reply.stderr[-3000:]}")
-        second = json.loads(reply.stdout.splitlines()[-1])
-        print(f"second process: {time.perf_counter() - start:.1f} s in all (start, model, load, {args.new_tokens} "
-              f"tokens and the plain loop's); aoti_load_package {second['load_s']:.1f} s; steady step "
-              f"{second['step_ms']:.2f} ms; same tokens as the plain loop: {second['same']}")
-        if not second["same"]:
-            raise SystemExit("the package's steps gave other tokens than the plain loop")
+    with tempfile.TemporaryDirectory() as cache:
+        first = run_process(cache, args.tiny, args.new_tokens)
+        second = run_process(cache, args.tiny, args.new_tokens)
+    for name, run in (("first process (nothing cached)", first), ("second process", second)):
+        print(f"{name}: launch to its first packaged step {run['to_first_step_s']:.1f} s; that step "
+              f"{run['first_step_s']:.1f} s (the package {'loaded' if run['found_package'] else 'built'}, "
+              f"{run['package_mb']:.0f} MB); steady step {run['steady_ms']:.2f} ms; "
+              f"same tokens as the plain loop: {run['same']}")
+    if first["found_package"] or not second["found_package"]:
+        raise SystemExit("the first process should build the package and the second load it")
+    if not (first["same"] and second["same"]):
+        raise SystemExit("the packaged steps gave other tokens than the plain loop")
 
 
 if __name__ == "__main__":

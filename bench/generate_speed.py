@@ -17,7 +17,9 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
   oneDNN's (``onednn=True``) and with ``nn.Linear``'s own (``onednn=False``) on plain and laid-out weights,
   and with ``--compile`` also ``prepare(model, compile=True)`` (torch.compile: its warm-up, minutes,
   is printed), with ``--autotune`` also ``prepare(model, compile="max-autotune")`` (the compiler times
-  its own C++ matrix kernels against the libraries'); with ``--fixed-shapes`` also
+  its own C++ matrix kernels against the libraries'), with ``--ahead-of-time`` also
+  ``prepare(model, compile="ahead-of-time")`` (the same autotuned step, built once into a package on disk
+  and loaded by later processes: its warm-up, built or loaded, is printed); with ``--fixed-shapes`` also
   ``prepare(model, fixed_shapes=True)`` (every step attends over the whole window, masked), and with both, that step
   compiled once with ``mode="reduce-overhead"``, which a GPU records as a CUDA graph (gpt-fast's recipe);
 - transformers' ``generate`` with its cache (the model the weights come from), and with its static
@@ -46,7 +48,7 @@ the step's own matrix-vector products alone (every linear layer of the model app
 to back, with the fast path's kernel): what a step would cost with nothing else in it, at the sizes
 of this model's matrices, which read slower than one large matrix. With ``--autotune``, (c) is
 timed again with the products compiled as ``compile="max-autotune"`` compiles them (the kernels it
-picks, which read faster than oneDNN's): the autotuned row's own (c).
+picks, which read faster than oneDNN's): the autotuned rows' own (c), max-autotune's and ahead-of-time's.
 
 With ``--model smollm2`` the model is SmolLM2-135M-Instruct (30 layers, rotary positions,
 grouped-query attention; float32 from its GGUF file, ``nexttoken.load_smollm2``), the prompt "Once upon
@@ -370,12 +372,16 @@ def main():
     parser.add_argument("--compile", action="store_true", help="add the fast path under torch.compile (minutes)")
     parser.add_argument("--autotune", action="store_true",
                         help="add the fast path with compile='max-autotune' (about 5 minutes of warm-up on SmolLM2)")
+    parser.add_argument("--ahead-of-time", action="store_true",
+                        help="add the fast path with compile='ahead-of-time' (the autotuned step packaged on disk: "
+                             "minutes to build the first time, then seconds to load; float32 on the CPU)")
     parser.add_argument("--fixed-shapes", action="store_true",
                         help="add the fast path with fixed_shapes=True (and compiled, with --compile: CUDA graphs "
                              "on a GPU); on a CPU its steps read the whole window")
     parser.add_argument("--core", action="store_true",
                         help="only the contenders the targets name: the cached loop (the reference), the fast path "
-                             "(and --compile's, --autotune's), transformers generate, CTranslate2, llama.cpp")
+                             "(and --compile's, --autotune's, --ahead-of-time's), transformers generate, CTranslate2, "
+                             "llama.cpp")
     parser.add_argument("--no-ctranslate2", action="store_true", help="leave CTranslate2 out even if installed")
     parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out even if installed")
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2",
@@ -390,6 +396,8 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: torch sees no CUDA device here")
     device = torch.device(args.device if args.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
+    if args.ahead_of_time and (device.type != "cpu" or args.dtype != "float32"):
+        parser.error("--ahead-of-time: float32 on the CPU only (what compile='ahead-of-time' runs)")
     dtype = getattr(torch, args.dtype)
     model, hf, prompt, label = load_models(args, device, dtype)
     n = args.new_tokens
@@ -434,6 +442,10 @@ def main():
     if args.autotune:  # the compiler times its own C++ matrix kernels against the libraries', per matrix
         autotuned = nexttoken.fast.prepare(model, compile="max-autotune")
         runs["fast path, max-autotune"] = lambda k: autotuned.generate(prompt, k, on_token=tick)
+    if args.ahead_of_time:  # the same autotuned step, packaged on disk: built by the first process, loaded by later
+        ahead = nexttoken.fast.prepare(model, compile="ahead-of-time")
+        package_found = os.path.isfile(nexttoken.fast.step_package_path(model))
+        runs["fast path, ahead-of-time"] = lambda k: ahead.generate(prompt, k, on_token=tick)
     if args.fixed_shapes:
         fixed = nexttoken.fast.prepare(model, fixed_shapes=True)
         runs["fast path, fixed shapes"] = lambda k: fixed.generate(prompt, k, on_token=tick)
@@ -494,7 +506,8 @@ def main():
     # (c): the step's own products with the fast path's kernel (the faster here of oneDNN's and MKL's)
     linear = fast.linear
     probes["step's products"] = step_products(model, linear)
-    if args.autotune:  # (c) again, with the kernels the autotuner picks for these matrices
+    autotuned_rows = [name for name in ("fast path, max-autotune", "fast path, ahead-of-time") if name in runs]
+    if autotuned_rows:  # (c) again, with the kernels the autotuner picks for these matrices
         probes["step's products, max-autotune"] = autotuned_step_products(model)
 
     warm_up = {}
@@ -576,11 +589,12 @@ def main():
         autotuned_bound = 1 / statistics.median(autotuned_products)
         print(f"bound (c), max-autotune: the same products compiled with compile=\"max-autotune\"'s settings "
               f"(kernels chosen per matrix): {1e3 / autotuned_bound:.1f} ms, {autotuned_bound:.2f} tokens/s; "
-              f"fast path, max-autotune at {median['fast path, max-autotune'] / autotuned_bound:.0%} of it")
-        autotuned_step = step["fast path, max-autotune"]
-        print(f"steady step, fast path, max-autotune: {autotuned_step * 1e3:.2f} ms, its own (c) "
-              f"{1e3 / autotuned_bound:.2f} ms: at {1 / autotuned_bound / autotuned_step:.0%} of it; "
-              f"{(autotuned_step - 1 / autotuned_bound) * 1e3:.2f} ms a step beside its products")
+              + ", ".join(f"{name} at {median[name] / autotuned_bound:.0%} of it" for name in autotuned_rows))
+        for name in autotuned_rows:
+            autotuned_step = step[name]
+            print(f"steady step, {name}: {autotuned_step * 1e3:.2f} ms, its own (c) "
+                  f"{1e3 / autotuned_bound:.2f} ms: at {1 / autotuned_bound / autotuned_step:.0%} of it; "
+                  f"{(autotuned_step - 1 / autotuned_bound) * 1e3:.2f} ms a step beside its products")
     for name, path in gguf_files.items():
         file_bytes = gguf_weight_bytes(path)
         file_bound = mv_bandwidth / file_bytes
@@ -603,9 +617,17 @@ def main():
         if args.autotune:
             ratio = median["fast path, max-autotune"] / median[fastest_ct2]
             print(f"fast path max-autotune / CTranslate2: {ratio:.2f}x")
+        if args.ahead_of_time:
+            ratio = median["fast path, ahead-of-time"] / median[fastest_ct2]
+            print(f"fast path ahead-of-time / CTranslate2: {ratio:.2f}x")
     if args.compile:
         state = "compiled" if compiled.compiled else "FELL BACK to eager (see the warning above)"
         print(f"torch.compile warm-up (first call, prompt and step): {warm_up['fast path, torch.compile']:.1f} s; "
+              f"{state}")
+    if args.ahead_of_time:
+        state = (("its package loaded" if package_found else "its package built") if ahead.ahead_of_time
+                 else "FELL BACK to eager (see the warning above)")
+        print(f"ahead-of-time warm-up (first call, prompt and step): {warm_up['fast path, ahead-of-time']:.1f} s; "
               f"{state}")
     # Per round, so that a round in the machine's fast (or slow) state is visible as such
     print("per round, probe (b) (the fastest matrix-vector read, GB/s): " + " ".join(
@@ -614,7 +636,7 @@ def main():
     print("per round, probe (c) (ms): " + " ".join(f"{t * 1e3:.2f}" for t in per_round["step's products"]))
     if autotuned_products is not None:
         print("per round, probe (c), max-autotune (ms): " + " ".join(f"{t * 1e3:.2f}" for t in autotuned_products))
-    for name in ["fast path (prepare)", "fast path, max-autotune"] + ct2:
+    for name in ["fast path (prepare)", "fast path, max-autotune", "fast path, ahead-of-time"] + ct2:
         if name in steps and None not in steps[name]:
             print(f"per round, {name.strip()}: steady step (ms) " + " ".join(f"{t * 1e3:.2f}" for t in steps[name])
                   + "; whole generation (tok/s) " + " ".join(f"{x:.2f}" for x in speed[name]))

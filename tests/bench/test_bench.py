@@ -21,9 +21,9 @@ HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 HAS_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def run_bench(script, *args):
+def run_bench(script, *args, env=None):
     result = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
-                            capture_output=True, text=True, timeout=600)
+                            capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
 
@@ -143,13 +143,19 @@ def test_generate_speed_runs_the_fixed_shape_fast_path():
     assert "same tokens from all of them: True" in out
 
 
-@pytest.mark.slow
-def test_generate_speed_runs_the_autotuned_fast_path():
-    """--autotune: compile="max-autotune" (the compiler times its kernels per matrix): its row, same tokens."""
-    out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--autotune")
-    assert re.search("fast path, max-autotune " + ROW + "same$", out, re.M)
+@pytest.mark.slow  # about a minute: the kernels autotuned in an empty cache folder, a package built
+def test_generate_speed_runs_the_autotuned_fast_path_and_its_ahead_of_time_package(tmp_path):
+    """--autotune: compile="max-autotune" (the compiler times its kernels per matrix); --ahead-of-time: the same
+    step packaged (built here, the cache folder being empty): their rows, each step against (c), same tokens."""
+    out = run_bench("generate_speed.py", *TINY, "--no-ctranslate2", "--autotune", "--ahead-of-time",
+                    env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)})
+    for name in ("fast path, max-autotune", "fast path, ahead-of-time"):
+        assert re.search(name + " " + ROW + "same$", out, re.M)
+        assert re.search(f"^steady step, {name}: " + r"[\d.]+ ms, its own \(c\) [\d.]+ ms: at \d+% of it", out, re.M)
     assert re.search(r"^bound \(c\), max-autotune: .* [\d.]+ ms, [\d.]+ tokens/s; "
-                     r"fast path, max-autotune at \d+% of it$", out, re.M)
+                     r"fast path, max-autotune at \d+% of it, fast path, ahead-of-time at \d+% of it$", out, re.M)
+    assert re.search(r"^ahead-of-time warm-up \(first call, prompt and step\): [\d.]+ s; its package built$", out, re.M)
+    assert len(list(tmp_path.rglob("*.pt2"))) == 1
     assert "same tokens from all of them: True" in out
 
 
@@ -282,11 +288,13 @@ def test_the_float32_gguf_copy_holds_the_dequantized_values_and_every_field(tmp_
     np.testing.assert_allclose(copied.tensors[0].data, weight, atol=0.1)
 
 
-@pytest.mark.slow  # 20-40 s: an export and an AOTInductor compile, then a second process
+@pytest.mark.slow  # about a minute: an export, the autotuning and an AOTInductor build, then a second process
 def test_aot_step_builds_a_package_a_second_process_loads_with_the_plain_loops_tokens():
-    """bench/aot_step.py (issue 56's probe): the autotuned step compiled ahead of time; a new process loads the
-    package and steps with the cache written in place by it (without the writes the tokens differ: it fails)."""
+    """bench/aot_step.py (issue 56): prepare(model, compile="ahead-of-time") in a process with an empty cache
+    folder builds the step's package; a second process loads it, both with the plain loop's tokens (the script
+    exits non-zero where either differs, or where the second builds again)."""
     out = run_bench("aot_step.py", "--tiny")
-    assert re.search(r"^first build \(export and compile\): [\d.]+ s; package \d+ MB$", out, re.M)
-    assert re.search(r"^second process: [\d.]+ s in all .* aoti_load_package [\d.]+ s; steady step [\d.]+ ms; "
-                     r"same tokens as the plain loop: True$", out, re.M)
+    process = (r": launch to its first packaged step [\d.]+ s; that step [\d.]+ s \(the package {}, \d+ MB\); "
+               r"steady step [\d.]+ ms; same tokens as the plain loop: True$")
+    assert re.search(r"^first process \(nothing cached\)" + process.format("built"), out, re.M)
+    assert re.search(r"^second process" + process.format("loaded"), out, re.M)
