@@ -23,9 +23,10 @@ prompt, 128 new greedy tokens), on CUDA when available (``--device``), in float3
   ``prepare(model, fixed_shapes=True)`` (every step attends over the whole window, masked), and with both, that step
   compiled once with ``mode="reduce-overhead"``, which a GPU records as a CUDA graph (gpt-fast's recipe);
 - transformers' ``generate`` with its cache (the model the weights come from), and with its static
-  cache (``cache_implementation="static"``; with ``--compile`` also its forward under
-  ``torch.compile(mode="reduce-overhead")``, which records CUDA graphs on a GPU: transformers' own
-  recipe for fast generation);
+  cache (``cache_implementation="static"``), transformers' own recipe for fast generation: on a GPU its
+  ``generate`` then compiles the one-token call itself (``torch.compile(mode="reduce-overhead")``, CUDA
+  graphs; the prompt uncompiled), and with ``--compile`` on a CPU it is asked to do the same there (its
+  ``CompileConfig``'s flag for other devices);
 - CTranslate2 float32 (converted from the same transformers weights), when ``ctranslate2`` is
   installed (``pip install -e ".[bench]"``), in a worker process of its own: torch and CTranslate2
   each bring an OpenMP runtime, and two in one process disturb each other. Twice: with its default
@@ -428,17 +429,22 @@ def main():
                               **extra)
 
     runs["transformers generate"] = hf_generate
-    if not args.core:
+    if not args.core or device.type == "cuda":  # on a GPU: transformers' compiled recipe, the anchor there
         runs["  same, static cache"] = lambda k: hf_generate(k, cache_implementation="static")
     if args.compile:
         compiled = nexttoken.fast.prepare(model, compile=True)
         runs["fast path, torch.compile"] = lambda k: compiled.generate(prompt, k, on_token=tick)
-        # transformers' recipe: a static cache and the forward compiled with CUDA graphs ("reduce-overhead";
-        # on a CPU the mode compiles without graphs). A copy, so that the other rows keep the eager model.
-        hf_compiled = copy.deepcopy(hf)
-        hf_compiled.forward = torch.compile(hf_compiled.forward, mode="reduce-overhead", fullgraph=True)
-        runs["  transformers, static cache, torch.compile"] = lambda k: hf_generate(
-            k, model=hf_compiled, cache_implementation="static")
+        # transformers' recipe: with a static cache its generate compiles the one-token call itself
+        # (CompileConfig: mode="reduce-overhead", CUDA graphs on a GPU) and runs the prompt uncompiled. On CUDA
+        # it does so by default, so the static-cache row above is that recipe; on a CPU only when asked, with
+        # the config's flag for other devices. (Our own torch.compile of the whole forward, the prompt included,
+        # crashed on CUDA: "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent
+        # run", the static cache's tensors made inside a recorded graph's memory: bench/README.md, on a GPU.)
+        if device.type == "cpu":
+            recipe = transformers.CompileConfig(fullgraph=True)
+            recipe._compile_all_devices = True  # transformers' switch for compiling off CUDA (a private field)
+            runs["  transformers, static cache, torch.compile"] = lambda k: hf_generate(
+                k, cache_implementation="static", compile_config=recipe)
     if args.autotune:  # the compiler times its own C++ matrix kernels against the libraries', per matrix
         autotuned = nexttoken.fast.prepare(model, compile="max-autotune")
         runs["fast path, max-autotune"] = lambda k: autotuned.generate(prompt, k, on_token=tick)
