@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # The test suite.
 #
-#   bash scripts/test.sh          everything (CI runs this): the library's tests (among them the website
-#                                 opened in headless Chromium, and a chapter run from the installed package
-#                                 in a fresh environment), then every notebook executed and compared with
-#                                 its stored outputs (nbval, strict), then the chapters again on the CPU's
-#                                 baseline kernels (ATEN_CPU_CAPABILITY=default), as a machine without
-#                                 AVX2/AVX-512 would run them.
+#   bash scripts/test.sh          everything (CI runs this), in tiers, the quickest first, so that a broken
+#                                 change fails early; each tier is announced with what it runs and ends with
+#                                 its time, a summary of all of them comes last, and every tier runs even
+#                                 when one before it failed (the exit status says whether all passed):
+#                                   1. lint and the fast tests (as --fast);
+#                                   2. the slow tests: the website in headless Chromium, the grader's sandbox,
+#                                      a chapter from the installed package in a fresh environment, ...;
+#                                   3. every notebook executed and compared with its stored outputs (nbval);
+#                                   4. the chapters again on the CPU's baseline kernels (ATEN_CPU_CAPABILITY=
+#                                      default), as a machine without AVX2/AVX-512 runs them;
+#                                   5. the slowest: the lowest versions the package declares (tests/library/
+#                                      test_lowest_versions.py: 3.6 GB downloaded the first time), the
+#                                      benchmarks (--tiny) and the fast path's real compiles.
+#                                 Tiers 2 to 5 run two tests or notebooks at once (pytest-xdist, one worker a
+#                                 core, torch on one thread in each); the tests that run the grader's sandbox
+#                                 run one at a time (tests/conftest.py). A slow test's or a notebook's start
+#                                 and end are printed as they happen, through a pipe too (tests/run_watch.py).
 #   bash scripts/test.sh --fast   the tests a contributor runs on every change (ruff's lint, then pytest -m
 #                                 "not slow": the library, the exercise checks, the grader's units): no website, no fresh
 #                                 environment, no nbval, no benchmark, no real compile, on every core
 #                                 (pytest-xdist). It prints its time.
 #
-# Other arguments go to pytest (for the library's tests).
+# Other arguments go to pytest (the fast tier's run, and the slow tests' run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=false
@@ -20,27 +31,85 @@ if [ "${1:-}" = "--fast" ]; then
   fast=true
   shift
 fi
+export NEXTTOKEN_TEST_START=${NEXTTOKEN_TEST_START:-$(date +%s)} PYTHONHASHSEED=0 TQDM_DISABLE=1 PYTHONUNBUFFERED=1
+if ! $fast; then
+  cat <<'EOF'
+The full test run (about 30 minutes on 2 cores). What it may download and install first:
+  - .venv/ and node_modules/ (scripts/setup.sh), if missing or out of date: about 600 MB from PyPI, PyTorch's
+    CPU index and npm;
+  - as root, Debian packages that are missing, with apt-get (each listed, with a dry run, before it installs):
+    bubblewrap and python3-seccomp (the grader's sandbox), chromium, chromium-driver and two fonts (the website
+    test); not as root, the tests that need them skip (and fail under CI=true);
+  - in its last tier, the lowest versions the package declares, into _build/lowest-versions/ (once; then
+    reused): torch 2.5.1's CUDA build from PyPI with the NVIDIA libraries it needs to import, about 3.6 GB.
+EOF
+fi
 bash scripts/setup.sh
-bash scripts/setup_sandbox.sh  # bubblewrap, for the grader's sandbox (tests/test_grade*.py)
-export PYTHONHASHSEED=0 TQDM_DISABLE=1
-# Lint first, in both tiers (pyproject.toml's [tool.ruff]: unused imports, undefined names, lines up to 120).
-.venv/bin/ruff check lib tests scripts bench _ext
+bash scripts/setup_sandbox.sh  # bubblewrap, for the grader's sandbox (tests/grading)
+pytest=(.venv/bin/python -m pytest)
+# -n auto: one worker per core (pytest-xdist); the fast tests share no files or ports. Each worker's torch on
+# one thread: two workers with two threads each on 2 cores spin against each other (measured from a clean
+# clone: 687 s, against 66 s with one thread each).
+fast_tests() { OMP_NUM_THREADS=1 "${pytest[@]}" tests -m "not slow" -n auto "$@"; }
 if $fast; then
   start=$SECONDS
   status=0
-  # -n auto: one worker per core (pytest-xdist); the tests of this tier share no files or ports. Each
-  # worker's torch on one thread: two workers with two threads each on 2 cores spin against each other
-  # (measured from a clean clone: 687 s, against 66 s with one thread each).
-  OMP_NUM_THREADS=1 .venv/bin/python -m pytest tests -m "not slow" -n auto "$@" || status=$?
+  # Lint first (pyproject.toml's [tool.ruff]: unused imports, undefined names, lines up to 120).
+  .venv/bin/ruff check lib tests scripts bench _ext || status=$?
+  [ $status -eq 0 ] && { fast_tests "$@" || status=$?; }
   echo "fast tests: $((SECONDS - start)) s (the set-up above not counted)"
   exit $status
 fi
 bash scripts/setup_browser.sh  # Debian's chromium + chromedriver, for tests/book/test_website.py
-.venv/bin/python -m pytest tests "$@"
-notebooks=$(find chapters exercises solutions appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
-.venv/bin/python -m pytest --nbval $notebooks
-# The second pass re-runs only the notebooks whose stored outputs print numbers computed by the model
+
+# The tiers: a name, then the command, quickest first.
+notebooks=$(find chapters exercises solutions appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' \
+  -not -path '*/.ipynb_checkpoints/*' | sort)
+# The baseline pass re-runs only the notebooks whose stored outputs print numbers computed by the model
 # (chapters, appendix, model card). The exercise and solution notebooks store only the lines of their
 # checks (pass/fail, compared with tolerances), which the CPU's kernels do not change.
-kernel_dependent=$(find chapters appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' 2>/dev/null | sort || true)
-ATEN_CPU_CAPABILITY=default .venv/bin/python -m pytest --nbval $kernel_dependent
+kernel_dependent=$(find chapters appendix model_card.ipynb model_card_smollm2.ipynb -name '*.ipynb' \
+  -not -path '*/.ipynb_checkpoints/*' | sort)
+# Tier 5's tests, the longest first (pytest-xdist hands out whole files in this order).
+slowest=(tests/library/test_lowest_versions.py tests/bench tests/library/test_fast.py)
+# Two workers, each torch on one thread; every slow test's start and end printed (tests/run_watch.py). A file's
+# tests share a worker (their module fixtures are made once), and so do all the tests of the sandbox.
+two=(-n 2 --dist loadgroup)
+nbval=(-p tests.run_watch --nbval -n 2 --dist loadfile)
+tiers=(
+  "lint (ruff) and the fast tests"
+  "the slow tests: website, sandboxed grading, fresh environments"
+  "every notebook against its stored outputs (nbval)"
+  "the chapters on the CPU's baseline kernels (nbval, ATEN_CPU_CAPABILITY=default)"
+  "the slowest: lowest declared versions (3.6 GB the first time), benchmarks, real compiles"
+)
+run_tier() {
+  case $1 in
+    1) .venv/bin/ruff check lib tests scripts bench _ext && fast_tests "${@:2}" ;;
+    2) NEXTTOKEN_TEST_WATCH=all OMP_NUM_THREADS=1 "${pytest[@]}" tests/grading tests -m slow "${two[@]}" \
+         "${slowest[@]/#/--ignore=}" "${@:2}" ;;
+    # shellcheck disable=SC2086
+    3) OMP_NUM_THREADS=1 "${pytest[@]}" "${nbval[@]}" $notebooks ;;
+    # shellcheck disable=SC2086
+    4) ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 "${pytest[@]}" "${nbval[@]}" $kernel_dependent ;;
+    5) NEXTTOKEN_TEST_WATCH=all OMP_NUM_THREADS=1 "${pytest[@]}" "${slowest[@]}" -m slow "${two[@]}" ;;
+  esac
+}
+results=()
+status=0
+for i in "${!tiers[@]}"; do
+  n=$((i + 1))
+  echo
+  echo "=== tier $n/${#tiers[@]}: ${tiers[$i]} (at $(( (SECONDS) / 60 )) min) ==="
+  start=$SECONDS
+  code=0
+  run_tier "$n" "$@" || code=$?
+  seconds=$((SECONDS - start))
+  [ $code -eq 0 ] && verdict=passed || { verdict="FAILED (exit $code)"; status=1; }
+  results+=("$(printf '  tier %d  %-8s %5d s  %s' "$n" "${verdict%% *}" "$seconds" "${tiers[$i]}")")
+  echo "=== tier $n/${#tiers[@]}: $verdict in $seconds s ==="
+done
+echo
+echo "=== the full run: $((SECONDS / 60)) min $((SECONDS % 60)) s, the set-up included ==="
+printf '%s\n' "${results[@]}"
+exit $status
