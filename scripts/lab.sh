@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Open the notebooks locally in JupyterLab, with the course's environment (.venv) as the kernel.
-# Extra arguments go to JupyterLab, e.g. `bash scripts/lab.sh --no-browser --port 8889`.
+# Open the notebooks locally in JupyterLab, with the course's environment (.venv) as the kernel, at chapter 1
+# (the file browser shows the whole repository). Extra arguments go to JupyterLab, e.g.
+# `bash scripts/lab.sh --no-browser --port 8889`; a notebook or folder named there opens instead of chapter 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,4 +18,6 @@ notebooks=$(find chapters exercises solutions appendix -name '*.ipynb' -not -pat
 echo "trusting the course's $(echo "$notebooks" | wc -l) notebooks (jupyter trust)"
 # shellcheck disable=SC2086
 .venv/bin/jupyter trust $notebooks >/dev/null
-exec .venv/bin/jupyter lab "${root[@]}" "$@"
+# JupyterLab opens the first path among its arguments: the caller's, else chapter 1; its file browser shows the
+# repository (given a file, JupyterLab would otherwise show that file's folder only).
+exec .venv/bin/jupyter lab "${root[@]}" --ServerApp.root_dir="$PWD" "$@" chapters/01_chain_rule.ipynb
