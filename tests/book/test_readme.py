@@ -15,6 +15,7 @@ and "For contributors", guide/) link to what exists.
 """
 
 import importlib.util
+import json
 import re
 import shlex
 import subprocess
@@ -182,3 +183,49 @@ def test_python3_and_no_diary(path):
     assert not bare, f"{rel(path)} says `python`, which many systems lack: say python3 or .venv/bin/python"
     diary = re.findall(r"\b20\d\d-\d\d-\d\d\b|\bthis machine\b|\btoday\b|\bon these machines\b", text, re.I)
     assert not diary, f"{rel(path)} reads as a diary: {diary}"
+
+
+@pytest.mark.slow  # about a minute: the autograder's zip built, a notebook graded in the sandbox
+@pytest.mark.sandbox
+def test_the_gradescope_rehearsal_runs_as_written_in_a_fresh_folder():
+    """guide/instructors/gradescope.md's rehearsal, its commands as written, run from a folder laid out as the
+    repository root (.venv, autograder.zip, my.ipynb), with /tmp/ag moved to a folder that does not exist yet.
+    That folder is under _build/ (git-ignored), not pytest's tmp_path: the submission's user id must reach the
+    Python it runs ($PWD/.venv/bin/python), and tmp_path lies in a folder only root can open."""
+    import os
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("the rehearsal runs run_autograder as root (sudo)")
+    (block,) = [b for b in blocks(ROOT / "guide" / "instructors" / "gradescope.md", "bash") if "run_autograder" in b]
+    (ROOT / "_build").mkdir(exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="rehearsal-", dir=ROOT / "_build"))
+    scratch.chmod(0o755)
+    try:
+        rehearse(block, scratch)
+    finally:
+        shutil.rmtree(scratch)
+
+
+def rehearse(block: str, scratch: Path):
+    import shutil
+
+    here = scratch / "repository"
+    here.mkdir()
+    (here / ".venv").symlink_to(ROOT / ".venv")
+    made = subprocess.run([PYTHON, str(ROOT / "scripts" / "make_gradescope_autograder.py"), "--chapter", "1"],
+                          cwd=here, capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    shutil.copyfile(ROOT / "solutions" / "ch01.ipynb", here / "my.ipynb")
+    folder = scratch / "fresh" / "ag"  # no parent made: the commands make what they need
+    assert "/tmp/ag" in block and not folder.parent.exists()
+    script = block.replace("/tmp/ag", str(folder)).replace("sudo ", "")
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=here, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    written = (folder / "results" / "results.json").read_text()
+    assert done.stdout.rstrip().endswith(written.rstrip())  # the last command, cat, shows it
+    results = json.loads(written)
+    graded = [t for t in results["tests"] if t["visibility"] == "visible"]
+    assert len(graded) >= 3 and all(t["status"] == "passed" and t["name"].startswith("ch01.") for t in graded)
+    assert results["score"] == sum(t["max_score"] for t in graded)
