@@ -71,7 +71,7 @@ def run_process(cache: str, tiny: bool, new_tokens: int) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: seconds to a minute (the tests)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--process", metavar="LAUNCHED", type=float, help="(internal) one measured process")

@@ -366,7 +366,7 @@ def load_float32_models(args, device):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: checks the script in seconds")
     parser.add_argument("--repeats", type=int, default=5, help="rounds (each runs every contender once)")
     parser.add_argument("--new-tokens", type=int, default=128)

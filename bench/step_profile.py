@@ -53,7 +53,7 @@ def kind_of(event) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--tiny", action="store_true", help="a small model, seconds (the tests)")

@@ -69,7 +69,7 @@ def build(out_dir: Path) -> Path:
 
 
 def main(argv=None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--out-dir", type=Path, default=Path("dist"), help="where the wheel goes (default dist/)")
     args = parser.parse_args(argv)
     wheel = build(args.out_dir)
