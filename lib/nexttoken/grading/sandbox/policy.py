@@ -30,7 +30,7 @@ INSTALL_MESSAGE = (
 # ``nexttoken.exercises`` is there as the recorder's stand-in (STAND_IN), a package with no task in it.
 # (A student's wheel is another list: it keeps the exercises and lacks the solutions and held-out inputs,
 # scripts/build_student_package.py's WITHHELD.)
-LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast.py", "generate.py", "hf.py", "model.py",
+LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast", "generate.py", "hf.py", "model.py",
            "plots.py", "pretrained.py", "smollm2.py", "timing.py", "tokenizer.py", "assets", "pretrained")
 INSIDE = "recorder"  # the package nexttoken.recorder
 SHOWN = LIBRARY + (INSIDE,)
