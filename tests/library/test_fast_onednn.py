@@ -83,3 +83,22 @@ def test_prepare_runs_the_layers_on_the_onednn_twin_only_where_onednn_runs():
         twin = prepare(model, onednn=True).run_layers.runner
         assert twin is not model and any(isinstance(m, onednn.OneDNNLinear) for m in twin.modules())
         assert not any(isinstance(m, torch.nn.Linear) for m in twin.modules())
+
+
+@pytest.mark.skipif(not ONEDNN, reason="no oneDNN here")
+def test_onednn_linear_runs_onednns_op_and_nn_linear_does_not():
+    """How: the op each kernel dispatches (torch's dispatcher, recorded): oneDNN's linear for onednn_linear,
+    an ordinary matmul for torch_linear."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    layer, x = torch.nn.Linear(16, 40), torch.randn(1, 1, 16)
+    for kernel, expected in ((onednn.onednn_linear, True), (onednn.torch_linear, False)):
+        seen = []
+        with torch.no_grad(), Ops():
+            kernel(layer, x)
+        assert any("mkldnn._linear_pointwise" in op for op in seen) == expected, seen

@@ -129,5 +129,5 @@ def loaded_step(model: Decoder, path: str, digest: str | None = None):
 def check_float32_cpu(model: Decoder) -> None:
     weight = model.token_embedding.weight
     if weight.device.type != "cpu" or weight.dtype != torch.float32:
-        raise ValueError("compile='ahead-of-time' is for a float32 model on the CPU, without fixed_shapes; "
-                         f"this model's weights are {weight.dtype} on {weight.device.type}")
+        raise ValueError("compile='ahead-of-time' (a step package) is for a float32 model on the CPU; this "
+                         f"model's weights are {weight.dtype} on {weight.device.type}")

@@ -25,8 +25,9 @@ class StaticCache:
     reuse from one generation to the next, by (batch, dtype, device), since a CUDA graph replays the
     addresses it recorded.
 
-    Its state changes in two methods: ``take`` (a pass of the loop: the rows' padding and counts at the
-    prompt) and ``advance`` (which positions this pass writes), which ``take`` and the packaged step call.
+    Its state is set in two methods: ``take`` (a pass of the loop: the buffers and the rows' padding and
+    counts at the prompt) and ``advance`` (which positions a pass writes, how many are then cached), which
+    ``take`` and the packaged step call.
     """
 
     def __init__(self, fixed_shapes: bool = False, kept: dict | None = None, buffers: tuple | None = None):
