@@ -63,7 +63,7 @@ def test_every_name_the_pages_benchmarks_and_tests_use_is_public():
 
 
 @pytest.mark.parametrize("name", sorted(SIGNATURES))
-def test_the_functions_take_their_arguments_as_before(name):
+def test_the_functions_take_the_arguments_callers_pass(name):
     parameters = inspect.signature(getattr(nexttoken.fast, name)).parameters.values()
     written = "(" + ", ".join(p.name + ("" if p.default is inspect.Parameter.empty else f"={p.default!r}")
                               for p in parameters) + ")"
