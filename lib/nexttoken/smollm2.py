@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from dataclasses import asdict
 from pathlib import Path
@@ -253,6 +254,7 @@ def _write_atomically(folder: Path, fill) -> None:
     tmp = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(folder)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
         fill(tmp)
         try:
@@ -265,4 +267,15 @@ def _write_atomically(folder: Path, fill) -> None:
                       "file again", stacklevel=3)
     finally:
         if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+ABANDONED_AFTER = 3600  # seconds: a temporary folder this old was left by a process killed while writing
+
+
+def _remove_abandoned(folder: Path) -> None:
+    """Remove the temporary folders a killed process left beside ``folder`` (a copy is 538 MB); a younger
+    one may be another process's, still writing, and is left alone."""
+    for tmp in folder.parent.glob(f".{folder.name}.*"):
+        if time.time() - tmp.stat().st_mtime > ABANDONED_AFTER:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -255,3 +255,16 @@ def test_a_cache_folder_that_cannot_be_written_costs_only_the_time(tmp_path, mon
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     with pytest.warns(UserWarning, match="the next load will read the GGUF file again"):
         smollm2._write_atomically(smollm2.cache_root() / "x" / COPY_NAME, lambda tmp: None)
+
+
+def test_a_temporary_folder_left_by_a_killed_process_is_removed_another_writers_kept(cache):
+    folder = cache / "model-sha256-0" / COPY_NAME
+    folder.parent.mkdir(parents=True)
+    abandoned, writing = folder.parent / f".{COPY_NAME}.old", folder.parent / f".{COPY_NAME}.new"
+    for tmp in (abandoned, writing):
+        tmp.mkdir()
+        (tmp / "model.safetensors").write_text("half")
+    two_hours_ago = abandoned.stat().st_mtime - 2 * 3600
+    os.utime(abandoned, (two_hours_ago, two_hours_ago))
+    smollm2._write_atomically(folder, lambda tmp: (tmp / "mine").write_text("done"))
+    assert sorted(p.name for p in folder.parent.iterdir()) == sorted([COPY_NAME, writing.name])
