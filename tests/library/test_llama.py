@@ -242,12 +242,13 @@ def test_an_uninitialized_decoder_leaves_the_global_generator_alone():
     from nexttoken.hf import uninitialized_decoder
 
     config = DecoderConfig(vocab_size=50, context_length=8, d_model=16, n_layers=2, n_heads=2)
+    fills = {name: getattr(torch.nn.init, name) for name in ("normal_", "uniform_", "kaiming_uniform_", "zeros_")}
     torch.manual_seed(0)
     uninitialized_decoder(config)
+    assert all(getattr(torch.nn.init, name) is fill for name, fill in fills.items())
     after = torch.rand(3)
     torch.manual_seed(0)
     assert torch.equal(after, torch.rand(3))
     torch.manual_seed(0)
     nexttoken.Decoder(config)
     assert not torch.equal(torch.rand(3), after)  # a real Decoder draws: the check above can fail
-    assert torch.nn.Linear(4, 4).weight.abs().sum() > 0
