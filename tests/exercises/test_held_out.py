@@ -97,7 +97,7 @@ def test_a_right_answer_passes_with_the_held_out_cases_counted():
 
 
 def test_an_error_on_a_held_out_case_names_it_without_its_input():
-    q2 = chapter("ch06").q2
+    q2 = chapter("ch06").q4
 
     def fails_on_big_pad_ids(next_tokens, finished, pad_token_id):
         if pad_token_id > 20:

@@ -7,10 +7,10 @@ from ..tokenizer import END_OF_TEXT_ID
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
 from ..recorder.calling import tokens
-from .task import Mistake
+from .task import Mistake, shortcut_rule
 
-# The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
-NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
+# The rule of every task that rebuilds the loop or a step of it (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
+NO_GENERATE = shortcut_rule("nexttoken.generate")
 
 
 def seeded(seed: int) -> torch.Generator:
@@ -39,12 +39,33 @@ def small_model(seed: int = 0, **overrides) -> Decoder:
     return model.eval()
 
 
+def rotary_model(seed: int = 0, **overrides) -> Decoder:
+    """A small random decoder of SmolLM2's kind (chapter 3's core): rotary positions, RMSNorm, a SwiGLU MLP
+    without biases, 4 query heads sharing 2 key/value heads; its head untied unless ``tie_embeddings=True``."""
+    return small_model(seed, **{**dict(positions="rope", norm="rmsnorm", mlp="swiglu", bias=False, n_kv_heads=2),
+                                **overrides})
+
+
 def loud(model: Decoder, factor: float = 40.0) -> Decoder:
     """The model with its LM head scaled: logits in the hundreds, where exp without the max shift overflows
     float32 (exp(89) is inf) and a softmax by hand gives NaN; torch.softmax, which shifts, is fine."""
     with torch.no_grad():
         model.lm_head.weight.mul_(factor)
     return model
+
+
+def rows_far_apart(seed: int, gap: float = 110.0):
+    """(model, input_ids): a loud model and two prompts whose last-position logits peak more than ``gap`` apart
+    and pick different tokens, the first seed from ``seed`` on that gives them. A softmax shifted by the whole
+    batch's maximum then underflows every exp of the lower row to 0 (0 / 0 = NaN); each row's own max does not."""
+    for s in range(seed, seed + 500):
+        model, ids = loud(small_model(s)), random_ids(s, 2, 5)
+        with torch.no_grad():
+            last = model(ids)[:, -1]
+        peaks = last.amax(-1)
+        if peaks.max() - peaks.min() > gap and last[0].argmax() != last[1].argmax():
+            return model, ids
+    raise ValueError(f"no seed from {seed} gives two rows {gap} apart")
 
 
 def overflowed(what: str, peak: float) -> str:

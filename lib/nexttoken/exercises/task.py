@@ -44,6 +44,14 @@ def grading() -> bool:
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
 
 
+def shortcut_rule(call: str, named: str | None = None, what: str = "it", doing: str = "rebuilding") -> dict[str, str]:
+    """The one rule of every task that rebuilds a library function, as ``Task(forbid=...)``: while the
+    learner's function runs, ``call`` raises an error that quotes this sentence, and the task's text states
+    it word for word ("Do not call `nexttoken.generate` here: it is what you are rebuilding";
+    tests/exercises/test_exercises.py checks that the text holds it)."""
+    return {call: f"do not call {named or call} here: {what} is what you are {doing}"}
+
+
 KINDS = ("write", "predict", "debug", "empirical", "open")
 PREDICT_TRIES = 3  # failed checks of a predict task that say how the guess is off without showing the answer
 
