@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
 from .csvs import MAX_REASON, Row, clean, notebook_row, task_row
-from .judge import judge, judged_cases, library_calls
+from .judge import case_count, judge, library_calls
 from .orders import next_group, plan
 from .runner import RunResult, Settings, Stop, run_once
 
@@ -87,25 +87,35 @@ def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings
                   budget_end: float) -> None:
     """The tasks that passed on their visible inputs, run again on their held-out inputs alone, in runs of
     their own: the runs that showed the learner's text never held a held-out input. What these runs say
-    is the check's own words (``Task.verdict``: a held-out test by its place, an error by its type); their
-    cells' errors, stops and library calls are not repeated (the visible runs reported the same cells)."""
+    is the grader's alone (``held_out_reason``); their cells' errors, stops and library calls are not
+    repeated (the visible runs reported the same cells)."""
     passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
     if not passed:
         return
     hidden = Recording(recording.tasks, skip=dict(recording.skip))
     record(hidden, data, chapter_name, passed, settings, slot, budget_end, None)
     for task_name in passed:
-        status, reason = hidden.results.get(task_name, ("error", "no outputs were recorded"))
-        visible_count = len(recording.tasks[task_name].cases())
-        if status == "passed":
-            count = len(judged_cases(recording.tasks[task_name], True)[0])
-            reason = f"all {visible_count + count} tests passed ({count} of them held out)"
-        elif not reason.startswith(f"{recording.tasks[task_name].function}(...) on held-out test"):
-            reason = f"on the held-out tests: {status}"  # a stop of the run: its detail is not repeated
-        else:
-            reason = f"all {visible_count} visible tests passed, but {reason}"
-        recording.results[task_name] = (status, reason)  # its library_calls: the visible run's (the
-        # held-out run's names come from a process that held the held-out inputs, so they are not used)
+        status, reason = hidden.results.get(task_name, ("error", NO_OUTPUTS))
+        recording.results[task_name] = (status, held_out_reason(recording.tasks[task_name], status, reason))
+        # its library_calls: the visible run's (the held-out run's names come from a process that held the
+        # held-out inputs, so they are not used)
+
+
+# A held-out run that stopped, by the stop's status: the grader's words, never the stop's detail.
+HELD_OUT_STOPS = {"timeout": "it ran past the time limit (--timeout, or the notebook's budget)",
+                  "crashed": "the process running it stopped", "too_much_output": "it sent too much output",
+                  "grader_error": "the grader could not judge it"}
+
+
+def held_out_reason(task, status: str, reason: str) -> str:
+    """The row's reason after the held-out run: a pass counted, a failure by its place (the check's
+    verdict, whose words are ``task.HELD_OUT``'s), anything else by its status alone."""
+    visible, held = case_count(task, False), case_count(task, True)
+    if status == "passed":
+        return f"all {visible + held} tests passed ({held} of them held out)"
+    if reason.startswith(f"{task.function}(...) on held-out test"):
+        return f"all {visible} visible tests passed, but {reason}"
+    return f"all {visible} visible tests passed, but on the held-out tests: {HELD_OUT_STOPS.get(status, status)}"
 
 
 def record(recording: Recording, data: bytes, chapter_name: str, pending: list[str], settings: Settings,

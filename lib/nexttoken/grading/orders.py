@@ -18,7 +18,7 @@ import threading
 from ..exercises import CHAPTERS, chapter
 from ..recorder.calling import RULE
 from ..recorder.wire import pack_order
-from .judge import JUDGING, judged_cases
+from .judge import judged_cases
 
 GENERATE = "nexttoken.generate"
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
@@ -31,9 +31,8 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
     key = (chapter_name, tuple(task_names), held_out)
     with _making:
         if key not in _made:
-            module = chapter(chapter_name)
-            with JUDGING:  # building inputs seeds torch's global random state, as judging does
-                tasks = [order_of(getattr(module, name), held_out) for name in task_names]
+            module = chapter(chapter_name)  # its inputs draw from generators of their own (common.small_model)
+            tasks = [order_of(getattr(module, name), held_out) for name in task_names]
             _made[key] = pack_order({"chapter": chapter_name, "tasks": tasks})
         return _made[key]
 
