@@ -118,7 +118,8 @@ def test_nothing_of_the_learners_text_is_repeated_on_a_held_out_case():
     q1 = chapter("ch02").q1
     count = len(cases_of(q1))
     secret = "T=2 T=9 SECRET-HELD-OUT"
-    for outcome in (("error", f"ValueError: {secret}"), ("error", f"{secret}: x"), ("error", "SECRET二九三三: x"), ("broke_rule", secret),
+    for outcome in (("error", f"ValueError: {secret}"), ("error", f"{secret}: x"), ("error", "SECRET二九三三: x"),
+                    ("broke_rule", secret),
                     ("changed_input", secret), ("ok", secret), ("ok", [secret]), ("missing", secret),
                     ("weird", secret)):
         status, reason = q1.evaluate([outcome] * count, *judged(q1))

@@ -127,7 +127,7 @@ def record(recording: Recording, data: bytes, chapter_name: str, pending: list[s
     run = first
     while pending:
         if run is None:
-            group, rule = next_group(recording.tasks, pending, settings.use_sandbox)
+            group, rule = next_group(recording.tasks, pending)
             run = run_once(data, chapter_name, plan(group, settings), set(recording.skip), settings, slot,
                            budget_end, rule)
         pending = take_records(recording, run, pending, settings.held_out)

@@ -50,11 +50,11 @@ def first_tasks(chapter_name: str) -> list[str]:
     return [name for name in module.TASKS if generate_rule(getattr(module, name)) is None]
 
 
-def next_group(tasks: dict, pending: list[str], use_sandbox: bool) -> tuple[list[str], str | None]:
+def next_group(tasks: dict, pending: list[str]) -> tuple[list[str], str | None]:
     """The tasks of ``pending`` the next run records, and the message generate raises in its sandbox
-    (None: the library's own): those that may use generate first, then those that forbid it. Without
-    bubblewrap there is no other library to show: one run, the rule kept by ``calling.forbidding``."""
-    group = [name for name in pending if not use_sandbox or generate_rule(tasks[name]) is None]
+    (None: the library's own): those that may use generate first, then those that forbid it (in a sandbox,
+    or without bubblewrap a package view, whose generate.py has no loop)."""
+    group = [name for name in pending if generate_rule(tasks[name]) is None]
     return (group, None) if group else (pending, generate_rule(tasks[pending[0]]))
 
 
@@ -66,9 +66,7 @@ def plan(tasks: list[str] | None, settings):
         name = message.get("chapter")
         if message.get("notebook") != "read" or name not in CHAPTERS or settings.chapter not in (None, name):
             return [], None
-        chosen = tasks
-        if chosen is None:
-            chosen = first_tasks(name) if settings.use_sandbox else list(chapter(name).TASKS)
+        chosen = first_tasks(name) if tasks is None else tasks
         return chosen, work_order(name, chosen, settings.held_out)
     return order_for
 
