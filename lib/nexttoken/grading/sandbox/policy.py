@@ -60,8 +60,8 @@ def shown(package: Path, generate: bool = True) -> list[tuple[str, str]]:
 
 
 def hidden(package: Path) -> list[Path]:
-    """What of ``package`` is not on the allow-list (its compiled copies aside), for a container that runs
-    the submission without a sandbox to make root's alone (scripts/gradescope/setup.sh)."""
+    """What of ``package`` is not on the allow-list (its compiled copies aside): never in a sandbox, nor in
+    the package view a run without bubblewrap imports (``PackageView``)."""
     return sorted(p for p in package.iterdir() if p.name not in SHOWN and p.name != "__pycache__")
 
 
