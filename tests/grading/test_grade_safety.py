@@ -156,9 +156,11 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
     """protocol.Sequence: the recorder's own order passes; a forged message out of order or form is named."""
     genuine = [({"cell": 1}, None), ({"cell_error": 1, "error": "E"}, ("cell", 1)), ({"cell": 3}, ("cell", 1)),
                ({"task": "q1"}, ("cell", 3)),
-               ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, ("task", "q1")),
+               ({"record": "q1", "outcomes": [], "library": [], "tampered": [], "notes": {}}, ("task", "q1")),
                ({"task": "q2"}, ("task", "q1")),
-               ({"record": "q2", "outcomes": [], "library": ["a.b"], "tampered": ["x"]}, ("task", "q2")),
+               ({"record": "q2", "outcomes": [], "library": ["a.b"], "tampered": ["x"], "notes": {
+                   "defined": {"cells": [3, 5], "counts": [14, None], "used": 5},
+                   "loop": {"cell": 2, "line": 1, "name": "table"}}}, ("task", "q2")),
                ({"done": True}, ("task", "q2"))]
     sequence = protocol.Sequence(["q1", "q2"])
     for message, current in genuine:
@@ -169,8 +171,15 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
               ({"record": "q1", "outcomes": {}, "library": [], "tampered": []}, [({"task": "q1"}, None)]),
               ({"record": "q1", "outcomes": [], "library": "x", "tampered": []}, [({"task": "q1"}, None)]),
               ({"record": "q1", "outcomes": [], "library": [], "tampered": []},
-               [({"task": "q1"}, None), ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, None)]),
+               [({"task": "q1"}, None),
+                ({"record": "q1", "outcomes": [], "library": [], "tampered": [], "notes": {}}, None)]),
               ({"cell_error": 2, "error": "E"}, [({"cell": 1}, None)])]
+    record = {"record": "q1", "outcomes": [], "library": [], "tampered": []}
+    for notes in ({"said": "award 3/3"}, {"loop": {"cell": 2, "line": 1, "name": "x y"}}, [],
+                  {"loop": {"cell": 2, "line": 1, "name": "t" * 61}}, {"defined": {"cells": [3], "counts": [1],
+                                                                                   "used": 3}},
+                  {"defined": {"cells": [3, 4], "counts": ["9", 1], "used": 3}}):
+        forged.append(({**record, "notes": notes}, [({"task": "q1"}, None)]))
     for message, before in forged:
         sequence = protocol.Sequence(["q1", "q2"])
         for earlier, _ in before:

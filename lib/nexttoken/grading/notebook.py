@@ -43,6 +43,7 @@ class Recording:
     results: dict = field(default_factory=dict)  # task name -> (status, reason)
     calls: dict = field(default_factory=dict)  # task name -> the library_calls column
     cell_errors: dict = field(default_factory=dict)  # learner's code cell number -> error text
+    notes: dict = field(default_factory=dict)  # task name -> the visible run's notes (the recorder's form)
     skip: dict = field(default_factory=dict)  # code cells that hung or crashed: skipped in later runs
 
 
@@ -75,12 +76,44 @@ def rows_of(recording: Recording, name: str, chapter_name: str) -> list[Row]:
     rows = []
     for task_name, task in recording.tasks.items():
         status, reason = recording.results.get(task_name, ("error", NO_OUTPUTS))
+        reason = with_notes(reason, definition_notes(task, status, recording.notes.get(task_name, {})))
         if status in ("missing", "error") and notes:
             reason += f" ({notes[0]})"
         rows.append(task_row(name, f"{chapter_name}.{task_name}", task.points if status == "passed" else 0,
                              task.points, status, clean(reason)[:MAX_REASON],
                              clean(recording.calls.get(task_name, ""))))
     return rows
+
+
+def definition_notes(task, status: str, notes: dict) -> list[str]:
+    """In the grader's words, from the recorder's numbers: which of several cells' definitions of the
+    function was graded (always said), and, where the task did not pass, a top-level loop that did not run
+    but sets a name the function reads."""
+    said = []
+    defined, loop = notes.get("defined"), notes.get("loop")
+    if defined:
+        cells, counts, used = defined["cells"], defined["counts"], defined["used"]
+        where = ", ".join(map(str, cells[:-1])) + f" and {cells[-1]}"
+        if None not in counts and used in cells:
+            said.append(f"{task.function} is defined in code cells {where}: graded with code cell {used}'s, the one "
+                        f"your kernel ran last (execution count {counts[cells.index(used)]})")
+        else:
+            said.append(f"{task.function} is defined in code cells {where}: graded with the last, code cell "
+                        f"{used}'s (the notebook saved no execution counts to say which your kernel ran last)")
+    if loop and status != "passed":
+        said.append(f"code cell {loop['cell']} has a top-level loop (line {loop['line']}) that would set "
+                    f"`{loop['name']}`, which {task.function} reads: the grader runs only a cell's definitions "
+                    f"(imports, def, class, assignments), never a loop; build `{loop['name']}` in one assignment "
+                    f"(a comprehension) or inside {task.function}")
+    return said
+
+
+def with_notes(reason: str, notes: list[str]) -> str:
+    """The notes after the reason's first line, where the CSV's cut at MAX_REASON keeps them."""
+    if not notes:
+        return reason
+    first, newline, rest = reason.partition("\n")
+    return f"{first} ({'; '.join(notes)}){newline}{rest}"
 
 
 def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings: Settings, slot: int,
@@ -144,6 +177,8 @@ def take_records(recording: Recording, run: RunResult, pending: list[str], held_
         if task_name in run.records:
             recording.results[task_name] = judge(recording.tasks[task_name], run.records[task_name], held_out)
             recording.calls[task_name] = library_calls(run.records[task_name])
+            if not held_out:  # what a held-out run says is the grader's alone
+                recording.notes[task_name] = run.records[task_name].get("notes") or {}
     return [task_name for task_name in pending if task_name not in recording.results]
 
 

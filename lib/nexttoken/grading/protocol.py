@@ -97,7 +97,7 @@ FORGED = ("the grader received a message from your process that its recorder did
           "that point (a malformed or forged record: {why}), so this was not graded")
 # The keys of each message the recorder sends, by its kind (the key that names it).
 KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
-        "record": {"record", "outcomes", "library", "tampered"}, "done": {"done"}}
+        "record": {"record", "outcomes", "library", "tampered", "notes"}, "done": {"done"}}
 
 
 def _is_int(value) -> bool:
@@ -106,6 +106,28 @@ def _is_int(value) -> bool:
 
 def _names(value) -> bool:
     return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
+
+
+def _notes(value) -> bool:
+    """A record's notes in the recorder's form (``recorder.notebook.Kernel.notes``): numbers and one short
+    name, from which the grader writes its own words."""
+    if not isinstance(value, dict) or set(value) - {"defined", "loop"}:
+        return False
+    defined, loop = value.get("defined"), value.get("loop")
+    if defined is not None:
+        if not (isinstance(defined, dict) and set(defined) == {"cells", "counts", "used"}):
+            return False
+        cells, counts = defined["cells"], defined["counts"]
+        if not (isinstance(cells, list) and isinstance(counts, list) and 2 <= len(cells) == len(counts) <= 16
+                and all(map(_is_int, cells)) and all(c is None or _is_int(c) for c in counts)
+                and _is_int(defined["used"])):
+            return False
+    if loop is not None:
+        if not (isinstance(loop, dict) and set(loop) == {"cell", "line", "name"} and _is_int(loop["cell"])
+                and _is_int(loop["line"]) and isinstance(loop["name"], str) and loop["name"].isidentifier()
+                and len(loop["name"]) <= 60):
+            return False
+    return True
 
 
 class Sequence:
@@ -145,7 +167,7 @@ class Sequence:
             if not (self.index >= 0 and not self.recorded and value == self.tasks[self.index]):
                 return f"a record of {str(value)[:20]} out of order"
             if not (isinstance(message["outcomes"], list) and _names(message["library"])
-                    and _names(message["tampered"])):
+                    and _names(message["tampered"]) and _notes(message["notes"])):
                 return "a record of the wrong form"
             self.recorded = True
         elif kind == "done":

@@ -26,7 +26,7 @@ the nonce, to the descriptor the grader passed:
     {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
     {"cell_error": N, "error": "..."}
     {"task": "q1"}                   about to call the function of task q1
-    {"record": "q1", "outcomes": [[kind, value], ...], "library": [...], "tampered": [...]}
+    {"record": "q1", "outcomes": [[kind, value], ...], "library": [...], "tampered": [...], "notes": {...}}
     {"done": true}
 
 Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
@@ -186,28 +186,27 @@ def read_submission(path: str, chapter: str, send) -> dict:
     return nb
 
 
-def run_definitions(cells: list[str], skip: set[int], send) -> dict:
-    """The namespace the cells' definitions make, each cell announced first and its error reported with the
-    learner's cell number."""
-    namespace = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a notebook
+def run_definitions(cells: list[str], skip: set[int], send, counts: list) -> notebook.Kernel:
+    """The learner's cells run as the grader runs them (``notebook.Kernel``), each announced first and its
+    first error reported with the learner's cell number; then, of a function several cells define, the
+    definition the learner's kernel ran last."""
+    kernel = notebook.Kernel(counts)
     for number, source in enumerate(cells, start=1):
         if number in skip:
             continue
         send({"cell": number})
-        try:
-            code = compile(notebook.definitions(notebook.to_python(source)), f"<code cell {number}>", "exec")
-            exec(code, namespace)
-        except BaseException as exc:  # the learner's error, reported with their cell number
-            error = f"{type(exc).__name__}: {exc}"
-            if str(exc) == calling.NO_THREAD:
-                error += f" ({calling.THREADS_REFUSED})"
+        error = kernel.run_cell(number, source)
+        if error is not None:
             send({"cell_error": number, "error": error[:wire.MAX_STRING]})
-    return namespace
+    kernel.rerun_last_executed()
+    return kernel
 
 
-def record(task: dict, fn, library: set, cells: list[str], parts, before: dict) -> dict:
+def record(task: dict, kernel: notebook.Kernel, library: set, cells: list[str], parts, before: dict) -> dict:
     """The record of one task: its function's outcomes on the order's inputs, the library functions it
-    called, and the parts of the recorder found replaced since before the learner's code ran."""
+    called, the parts of the recorder found replaced since before the learner's code ran, and what its row
+    should say of how the function was defined (``Kernel.notes``)."""
+    fn = kernel.namespace.get(task["function"])
     called: set = set()
     if not callable(fn):
         outcomes = [("missing", notebook.missing_reason(task["function"], cells))]
@@ -224,7 +223,12 @@ def record(task: dict, fn, library: set, cells: list[str], parts, before: dict) 
         json.dumps(sent)
     except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
         sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
-    return {"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]}
+    try:
+        notes = kernel.notes(task["function"], fn)
+    except Exception:  # what the learner's code made of the namespace: no notes, the outcomes stand
+        notes = {}
+    return {"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5],
+            "notes": notes}
 
 
 def main(argv=None):
@@ -250,10 +254,11 @@ def main(argv=None):
     if args.no_threads_fd is not None:
         refuse_threads(args.no_threads_fd)
     cells = notebook.code_cells(nb)
-    namespace = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send)
+    kernel = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send,
+                             notebook.execution_counts(nb))
     for task in order["tasks"]:
         send({"task": task["name"]})
-        send(record(task, namespace.get(task["function"]), library[task["name"]], cells, parts, before))
+        send(record(task, kernel, library[task["name"]], cells, parts, before))
     send({"done": True})
     sys.stdout.flush()
     os._exit(0)  # no atexit hooks or threads of the learner's run after the report
