@@ -19,6 +19,8 @@ order (the grader closed the input: another chapter than the assignment's) and i
 
 Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class`` and
 assignments to plain names; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches),
+as the learner's kernel ran them where it can tell (``notebook.Kernel``: of a function defined twice, the
+definition run last; an import this machine lacks costs its line alone; ``x = %time ...``, ``%%writefile``),
 then calls each task's function on its inputs, and writes one JSON message per line, each starting with
 the nonce, to the descriptor the grader passed:
 
@@ -35,7 +37,10 @@ every message before judging (``wire``, ``nexttoken.grading.judge``). "library" 
 the task re-implements (the order names them) that ran while the learner's function did (reported to the
 instructor, not penalised). "tampered" names the parts of this process that decide what is recorded
 (``run_on``, the rules, the checks of how, this module, builtins, torch.Tensor methods, the profile hook
-that watches for library calls) that the learner's code replaced: that task is then not graded.
+that watches for library calls) that the learner's code replaced: that task is then not graded. "notes"
+says, in numbers and one name, what the task's row should say of how its function was defined (which of
+several cells' definitions was used; a top-level loop that did not run but sets a name it reads): the
+grader checks their form and writes the words.
 
 This process is the learner's, so none of this is a wall: code that digs through memory can make its
 *own* outputs anything it can compute, and so lose or keep its own marks, nothing more. The sandbox keeps
