@@ -131,7 +131,7 @@ def class_main(n: int, timeout: int, jobs_list: list[int], held_out: bool) -> No
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--n", type=int, default=8, help="copies of the solution to grade (default 8)")
     parser.add_argument("--rounds", type=int, default=1, help="repeats of each configuration (default 1)")
     parser.add_argument("--notebook", type=Path, default=ROOT / "solutions" / "ch05.ipynb")

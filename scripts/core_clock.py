@@ -308,7 +308,7 @@ def report(parts: list[Part]) -> str:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", action="store_true", help="write the clock into intro.md and the chapters")
     group.add_argument("--check", action="store_true", help="exit 1 if intro.md or a chapter is out of date")

@@ -7,11 +7,7 @@ import ast
 import pytest
 from helpers import ROOT
 
-# The grader's files, which another branch is changing (reported to the lead): grading/cli.py and
-# bench/grade_throughput.py still read __doc__ this way.
-ELSEWHERE = ("lib/nexttoken/grading/", "lib/nexttoken/recorder/", "bench/grade_throughput.py")
-FILES = sorted(p for folder in ("lib", "scripts", "bench", "_ext") for p in (ROOT / folder).rglob("*.py")
-               if not str(p.relative_to(ROOT)).startswith(ELSEWHERE))
+FILES = sorted(p for folder in ("lib", "scripts", "bench", "_ext") for p in (ROOT / folder).rglob("*.py"))
 
 
 def docstring_reads(path) -> list[str]:

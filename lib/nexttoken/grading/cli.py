@@ -97,7 +97,7 @@ def check_export_arguments(p, args) -> None:
 def parse_args(argv):
     limits, defaults = sandbox.Limits(), Settings()  # the defaults live there, once
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    summary = sys.modules[__package__].__doc__.splitlines()[0]  # the package's docstring says it once
+    summary = (sys.modules[__package__].__doc__ or "").partition("\n")[0]  # the package docstring says it once
     p = argparse.ArgumentParser(prog="python -m nexttoken.grade", description=summary,
                                 epilog="Use -- before the submissions when a file name may start with '-'.")
     p.add_argument("submissions", nargs="+", type=Path)

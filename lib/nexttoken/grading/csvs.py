@@ -25,7 +25,7 @@ class Row(TypedDict):
     max_points: int
     status: str
     reason: str
-    library_calls: str  # the library functions the answer called that the exercise has it write (not penalised)
+    library_calls: str  # rebuilt library functions called where no refusal scored the task
 
 
 FIELDS = list(Row.__annotations__)  # grades.csv's columns, in order
