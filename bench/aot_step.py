@@ -4,18 +4,19 @@
     .venv/bin/python bench/aot_step.py --tiny            # a small model with SmolLM2's kind of block (the tests)
 
 ``prepare(model, compile="max-autotune")`` compiles its graphs in every new process (minutes: inductor's graph
-cache refuses a graph holding oneDNN-packed weights); ``prepare(model, compile="ahead-of-time")`` builds the
-max-autotune twin's one-token step once into a package on disk (``nexttoken.fast.build_step_package``) and
-later processes load it (``load_or_build_step``). This script runs two processes one after the other, each
+cache refuses a graph holding oneDNN-packed weights); ``prepare(model, compile="ahead-of-time")`` loads the
+max-autotune twin's one-token step from a package on disk, building it there first where there is none
+(``nexttoken.fast.build_step_package``; later processes only load it: ``nexttoken.fast.load_step_package``).
+This script runs two processes one after the other, each
 ``prepare(model, compile="ahead-of-time").generate(prompt, n, on_token=...)`` as a learner calls it, with the
 user's cache directory (``XDG_CACHE_HOME``) pointed at a new empty folder, so that the first one starts as on
 a machine that has never built anything: its build includes the autotuning of every product. The second finds
 the first one's package and the timings there.
 
 For each process: the seconds from its launch (Python's start, imports, the model's load included) to its first
-step through the package, that first step alone (the build, or the load, and one step), the steady step (the
-median time between tokens over the second half), and whether its tokens are the plain loop's. Batch of one, no
-padding: the case the package runs.
+step through the package, of them ``prepare``'s (the build, or the load), that first step alone, the steady step
+(the median time between tokens over the second half), and whether its tokens are the plain loop's. Batch of
+one, no padding: the case the package runs.
 """
 
 import argparse
@@ -53,10 +54,13 @@ def one_process(launched: float, tiny: bool, new_tokens: int) -> dict:
         stamps.append(time.time())
 
     with torch.no_grad():
-        out = prepare(model, compile="ahead-of-time").generate(prompt, new_tokens, on_token=stamp)
+        started = time.time()
+        fast = prepare(model, compile="ahead-of-time")  # the build (minutes) or the load (seconds)
+        prepare_s = time.time() - started
+        out = fast.generate(prompt, new_tokens, on_token=stamp)
         same = torch.equal(out, nexttoken.generate(model, prompt, new_tokens))
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]  # gaps[0]: the first step, through the package
-    return {"found_package": found, "package_mb": os.path.getsize(package) / 1e6,
+    return {"found_package": found, "package_mb": os.path.getsize(package) / 1e6, "prepare_s": prepare_s,
             "to_first_step_s": stamps[1] - launched, "first_step_s": gaps[0],
             "steady_ms": statistics.median(gaps[len(gaps) // 2:]) * 1e3, "same": same}
 
@@ -71,7 +75,7 @@ def run_process(cache: str, tiny: bool, new_tokens: int) -> dict:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: seconds to a minute (the tests)")
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--process", metavar="LAUNCHED", type=float, help="(internal) one measured process")
@@ -85,10 +89,10 @@ def main():
         first = run_process(cache, args.tiny, args.new_tokens)
         second = run_process(cache, args.tiny, args.new_tokens)
     for name, run in (("first process (nothing cached)", first), ("second process", second)):
-        print(f"{name}: launch to its first packaged step {run['to_first_step_s']:.1f} s; that step "
-              f"{run['first_step_s']:.1f} s (the package {'loaded' if run['found_package'] else 'built'}, "
-              f"{run['package_mb']:.0f} MB); steady step {run['steady_ms']:.2f} ms; "
-              f"same tokens as the plain loop: {run['same']}")
+        print(f"{name}: launch to its first packaged step {run['to_first_step_s']:.1f} s, of them prepare "
+              f"{run['prepare_s']:.1f} s (the package {'loaded' if run['found_package'] else 'built'}, "
+              f"{run['package_mb']:.0f} MB); that step {run['first_step_s'] * 1e3:.1f} ms; steady step "
+              f"{run['steady_ms']:.2f} ms; same tokens as the plain loop: {run['same']}")
     if first["found_package"] or not second["found_package"]:
         raise SystemExit("the first process should build the package and the second load it")
     if not (first["same"] and second["same"]):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import gguf
 
+USAGE = "usage: .venv/bin/python bench/gguf_float32.py SOURCE.gguf TARGET.gguf"  # (the docstring is gone under -OO)
+
 
 def float32_copy(source: Path, target: Path) -> Path:
     """Write TARGET (through a temporary name, so that an interrupted run leaves no half file); return it."""
@@ -55,5 +57,5 @@ def cached_float32_copy(source: Path) -> Path:
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        raise SystemExit(__doc__.split("\n\n")[1].strip())
+        raise SystemExit(USAGE)
     float32_copy(Path(sys.argv[1]), Path(sys.argv[2]))

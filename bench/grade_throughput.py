@@ -3,6 +3,7 @@
     .venv/bin/python bench/grade_throughput.py            # 8 copies of solutions/ch05.ipynb (each its own bytes)
     .venv/bin/python bench/grade_throughput.py --n 2      # a short smoke run of the same code
     .venv/bin/python bench/grade_throughput.py --class 200  # a synthetic class, at class scale
+    .venv/bin/python bench/grade_throughput.py --class 100 --held-out --jobs 2  # as a class is graded
 
 Grades N copies of one solution notebook with ``--jobs 1`` and ``--jobs 2``, each in a bubblewrap sandbox
 and again with ``--no-sandbox``, and prints wall seconds per submission (the grader's own start-up
@@ -10,7 +11,8 @@ included, as an instructor sees it) and the sandbox's overhead per submission. E
 full marks, or the figures would time a failure. Runs are interleaved (sandboxed, then not, per round)
 and each figure is the median of the rounds.
 
-With ``--class N`` it grades a synthetic class instead, sandboxed, with ``--jobs 1`` and then ``--jobs 2``:
+With ``--class N`` it grades a synthetic class instead, sandboxed, with ``--jobs 1`` and then ``--jobs 2``
+(or the ``--jobs`` given), with ``--held-out`` where asked:
 N notebooks cycling through every chapter's solution (most), its exercise as handed out (stubs), and
 one in ten hostile (a task that never returns, a cell that hangs, a process that kills itself). It
 prints submissions per minute, the seconds the hanging ones cost (from the grader's progress lines),
@@ -89,9 +91,10 @@ def synthetic_class(folder: Path, n: int) -> tuple[list[str], set[str]]:
     return names, hostile
 
 
-def grade_class(folder: Path, names: list[str], hostile: set[str], jobs: int, timeout: int) -> dict:
+def grade_class(folder: Path, names: list[str], hostile: set[str], jobs: int, timeout: int,
+                held_out: bool = False) -> dict:
     cmd = [sys.executable, "-m", "nexttoken.grade", "--out", f"class-{jobs}.csv", "--jobs", str(jobs),
-           "--timeout", str(timeout), "--", *names]
+           "--timeout", str(timeout), *(["--held-out"] if held_out else []), "--", *names]
     start = time.perf_counter()
     result = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=24 * 3600)
     elapsed = time.perf_counter() - start
@@ -110,13 +113,14 @@ def grade_class(folder: Path, names: list[str], hostile: set[str], jobs: int, ti
     return dict(elapsed=elapsed, per_minute=60 * len(names) / elapsed, lost=lost, normal=normal)
 
 
-def class_main(n: int, timeout: int) -> None:
+def class_main(n: int, timeout: int, jobs_list: list[int], held_out: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="grade-class-") as tmp:
         folder = Path(tmp)
         names, hostile = synthetic_class(folder, n)
-        runs = {jobs: grade_class(folder, names, hostile, jobs, timeout) for jobs in (1, 2)}
+        runs = {jobs: grade_class(folder, names, hostile, jobs, timeout, held_out) for jobs in jobs_list}
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # kB on Linux
-    print(f"a synthetic class of {n} ({len(hostile)} hostile), sandboxed, --timeout {timeout}")
+    print(f"a synthetic class of {n} ({len(hostile)} hostile), sandboxed, --timeout {timeout}"
+          + (", --held-out" if held_out else ""))
     print(f"{'jobs':>4}  {'wall s':>8}  {'per minute':>10}  {'s each (median)':>15}  {'s lost to hangs':>15}")
     for jobs, r in runs.items():
         print(f"{jobs:>4}  {r['elapsed']:8.1f}  {r['per_minute']:10.1f}  {r['normal']:15.2f}  {r['lost']:15.1f}")
@@ -127,19 +131,22 @@ def class_main(n: int, timeout: int) -> None:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--n", type=int, default=8, help="copies of the solution to grade (default 8)")
     parser.add_argument("--rounds", type=int, default=1, help="repeats of each configuration (default 1)")
     parser.add_argument("--notebook", type=Path, default=ROOT / "solutions" / "ch05.ipynb")
     parser.add_argument("--class", dest="class_size", type=int, help="grade a synthetic class of this size instead")
     parser.add_argument("--timeout", type=int, default=10, help="--class: the grader's --timeout (default 10 s)")
+    parser.add_argument("--held-out", action="store_true", help="--class: grade with --held-out, as a class is")
+    parser.add_argument("--jobs", type=int, action="append",
+                        help="--class: the --jobs to time, repeatable (default: 1, then 2)")
     args = parser.parse_args()
     if args.class_size is not None:
         if args.class_size < 10:
             parser.error("--class needs at least 10 submissions (one in ten is hostile)")
         if shutil.which("bwrap") is None:
             sys.exit("bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")
-        return class_main(args.class_size, args.timeout)
+        return class_main(args.class_size, args.timeout, args.jobs or [1, 2], args.held_out)
     if args.n < 1 or args.rounds < 1:
         parser.error("--n and --rounds must be at least 1")
     if shutil.which("bwrap") is None:

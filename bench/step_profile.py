@@ -27,7 +27,7 @@ import nexttoken  # noqa: E402
 
 def kind_of(event) -> str:
     """A profiler event -> the kind of work it is, from its name and whether it ran inside the compiled
-    graph (an ancestor event named after the graph) or outside it (the lesson's loop, fast_run, Dynamo)."""
+    graph (an ancestor event named after the graph) or outside it (the loop, the fast path's forward, Dynamo)."""
     name, parent, inside = event.name.lower(), event.cpu_parent, False
     while parent is not None:
         if "compiled" in parent.name.lower():
@@ -48,12 +48,12 @@ def kind_of(event) -> str:
     if inside:
         return "other ops inside the graph"
     if name.startswith("aten::"):
-        return "the loop's ops outside the graph (logits slice, softmax, argmax, cat; fast_run's positions)"
+        return "the loop's ops outside the graph (logits slice, softmax, argmax, cat; StaticCache.take's positions)"
     return "other events outside the graph"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--model", choices=["gpt2", "smollm2"], default="gpt2")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--tiny", action="store_true", help="a small model, seconds (the tests)")
@@ -63,7 +63,7 @@ def main():
     model, _, prompt, label = generate_speed.load_float32_models(args, torch.device("cpu"))
     n = args.new_tokens
     start = time.perf_counter()
-    nexttoken.fast.AUTOTUNE_OPTIONS = nexttoken.fast.AUTOTUNE_OPTIONS | {"cpp.enable_kernel_profile": True}
+    nexttoken.fast.AUTOTUNE_OPTIONS["cpp.enable_kernel_profile"] = True  # the one dict prepare reads: this process's
     fast = nexttoken.fast.prepare(model, compile="max-autotune")
     with torch.no_grad():
         fast.generate(prompt, n)
@@ -109,7 +109,7 @@ def main():
           f"Python between them: {profiled * 1e3 - total:.2f} ms):")
     for kind, ms in sorted(by_kind.items(), key=lambda kv: -kv[1]):
         print(f"  {ms:7.3f} ms  {kind}")
-    print(f"  {profiled * 1e3 - total:7.3f} ms  Python outside any event (the loop, fast_run, the cache)")
+    print(f"  {profiled * 1e3 - total:7.3f} ms  Python outside any event (the loop, the fast path's forward)")
     print(f"the {args.top} events with the most self time per step (ms, calls per step):")
     for name, (ms, calls, kind) in sorted(by_name.items(), key=lambda kv: -kv[1][0])[:args.top]:
         print(f"  {ms:7.3f} ms  {calls:6.1f}  {name[:80]}  [{kind.split(' (')[0]}]")

@@ -49,7 +49,7 @@ def one_row_matmuls(weights: list[torch.Tensor], layout: str):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--tiny", action="store_true", help="a small model: checks the script in seconds")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()

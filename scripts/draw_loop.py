@@ -98,7 +98,7 @@ def up_to_date(f: dict, svg: str) -> bool:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     f = facts()

@@ -46,7 +46,7 @@ def execute(path: Path, timeout: int) -> list[str]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--timeout", type=int, default=180, help="seconds per cell")
     args = parser.parse_args()

@@ -119,7 +119,7 @@ def export(out: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path("_build/live/model.onnx"))
     args = parser.parse_args(argv)
     info = export(args.out)

@@ -185,7 +185,7 @@ def out_of_date() -> list[str]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
     try:

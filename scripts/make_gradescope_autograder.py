@@ -40,7 +40,7 @@ def build_wheel(folder: Path) -> Path:
 
 
 def main(argv=None) -> Path:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("autograder.zip"))
     parser.add_argument("--chapter", type=chapter_arg, required=True,
                         help="the assignment's chapter (5 or ch05): run_autograder grades it alone")

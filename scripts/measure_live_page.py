@@ -126,7 +126,7 @@ def measure(driver, url: str, steps: int, prompt: str | None) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--site", type=Path, default=ROOT / "_build" / "html",
                         help="the built site (bash scripts/book.sh)")
     parser.add_argument("--runs", type=int, default=3, help="fresh page loads to measure (default 3)")

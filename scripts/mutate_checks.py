@@ -350,7 +350,7 @@ def main_mutmut(chapters, keep: Path | None) -> int:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("chapters", nargs="*", default=list(CHAPTERS))
     parser.add_argument("--show", action="store_true", help="print each surviving mutant's code (--tool ast)")
     parser.add_argument("--tool", choices=("ast", "mutmut"), default="ast",

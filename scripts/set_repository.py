@@ -61,7 +61,7 @@ def set_repository(url: str, root: Path = ROOT) -> list[Path]:
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("url", help="https://github.com/OWNER/REPO")
     args = parser.parse_args()
     try:

@@ -67,9 +67,23 @@ def check_left_padded(attention_mask: torch.Tensor) -> None:
         )
 
 
+def is_int(value) -> bool:
+    """An int that is not a bool: True is an int to Python, but never a count, a size or a token id here."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_positive_int(value, name: str) -> int:
+    """A size (of a layer, a vocabulary, a number of repeats): an int >= 1, bool refused (``is_int``).
+    Anything else, a float or a bool among them, is a bad value for it: ValueError, as ``DecoderConfig``
+    has always raised. Returns it."""
+    if not is_int(value) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
 def check_count(value, name: str) -> int:
-    """A non-negative int (bool refused: True is an int to Python, but never a count here)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """A non-negative int (bool refused: ``is_int``)."""
+    if not is_int(value):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
@@ -84,7 +98,7 @@ def normalize_eos(eos_token_id, vocab_size: int) -> list[int]:
     if not isinstance(ids, (list, tuple)) or len(ids) == 0:
         raise ValueError(f"eos_token_id must be an int, a non-empty list of ints, or None; got {eos_token_id!r}")
     for i in ids:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab_size:
+        if not is_int(i) or not 0 <= i < vocab_size:
             raise ValueError(f"eos_token_id holds {i!r}, expected token ids in [0, {vocab_size})")
     return list(ids)
 
@@ -92,7 +106,7 @@ def normalize_eos(eos_token_id, vocab_size: int) -> list[int]:
 def check_pad_token_id(pad_token_id, vocab_size: int) -> None:
     if pad_token_id is None:
         return
-    if isinstance(pad_token_id, bool) or not isinstance(pad_token_id, int):
+    if not is_int(pad_token_id):
         raise TypeError(f"pad_token_id must be an int or None, got {pad_token_id!r}")
     if not 0 <= pad_token_id < vocab_size:
         raise ValueError(f"pad_token_id is {pad_token_id}, expected a token id in [0, {vocab_size})")

@@ -71,8 +71,10 @@ def generate(
 
     It matches transformers' greedy ``generate`` (``do_sample=False``) token for token, with one
     deliberate difference: a sequence longer than the model's ``context_length`` is cropped to its
-    last ``context_length`` tokens before each forward pass (as nanoGPT does), where transformers
-    fails with an IndexError. Past that point every token's position shifts at each step, so the
+    last ``context_length`` tokens before each forward pass (as nanoGPT does). transformers does not
+    crop: a model with a learned position table, such as GPT-2, fails there with an IndexError (the
+    table has no row for the position), and a rotary model, such as SmolLM2, goes on with positions
+    it was never trained on. Past that point every token's position shifts at each step, so the
     cache no longer applies and each step recomputes the cropped window. The model's mode is left
     as it is (call ``model.eval()`` for dropout off).
 

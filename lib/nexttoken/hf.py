@@ -1,6 +1,8 @@
-"""Interop with Hugging Face transformers: copy a GPT-2 into a ``Decoder``, or load real GPT-2 weights."""
+"""Interop with Hugging Face transformers: copy a GPT-2 or a Llama into a ``Decoder``, or load real GPT-2 weights;
+and the one Llama conversion that both ``from_hf_llama`` and SmolLM2's GGUF reader (``smollm2.py``) use."""
 
 import torch
+from torch import nn
 
 from .model import Decoder, DecoderConfig
 
@@ -104,7 +106,7 @@ def config_from_hf_llama(hf_config) -> DecoderConfig:
     for refused, what in refusals:
         if refused:
             raise ValueError(f"hf_model has {what}: from_hf_llama does not model it")
-    return DecoderConfig(
+    return llama_config(
         vocab_size=hf_config.vocab_size,
         context_length=hf_config.max_position_embeddings,
         d_model=hf_config.hidden_size,
@@ -112,39 +114,102 @@ def config_from_hf_llama(hf_config) -> DecoderConfig:
         n_heads=hf_config.num_attention_heads,
         n_kv_heads=hf_config.num_key_value_heads or hf_config.num_attention_heads,
         d_ff=hf_config.intermediate_size,
-        norm="rmsnorm",
-        mlp="swiglu",
-        bias=False,
-        tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
-        dropout=0.0,
         norm_eps=hf_config.rms_norm_eps,
-        positions="rope",
-        rope_theta=float(theta),
+        rope_theta=theta,
+        tie_embeddings=bool(getattr(hf_config, "tie_word_embeddings", False)),
     )
 
 
 @torch.no_grad()
 def from_hf_llama(hf_model) -> Decoder:
-    """A ``Decoder`` holding a copy of a transformers ``LlamaForCausalLM``'s weights, in eval mode.
-
-    Llama keeps q, k and v in three ``nn.Linear``; the ``Decoder`` stacks them into one ``qkv``
-    (queries, then keys, then values), in transformers' rotary layout, which ``rotate`` uses too.
-    """
+    """A ``Decoder`` holding a copy of a transformers ``LlamaForCausalLM``'s weights, in eval mode."""
     if not hasattr(hf_model, "model") or not hasattr(hf_model.model, "layers") or not hasattr(hf_model, "lm_head"):
         raise TypeError(f"hf_model must be a transformers LlamaForCausalLM, got {type(hf_model).__name__}")
-    model = Decoder(config_from_hf_llama(hf_model.config))
+    config = config_from_hf_llama(hf_model.config)
     hf = hf_model.model
-    model.token_embedding.weight.copy_(hf.embed_tokens.weight)
-    for block, layer in zip(model.blocks, hf.layers):
-        attn, mlp = layer.self_attn, layer.mlp
-        block.norm1.weight.copy_(layer.input_layernorm.weight)
-        block.attn.qkv.weight.copy_(torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]))
-        block.attn.proj.weight.copy_(attn.o_proj.weight)
-        block.norm2.weight.copy_(layer.post_attention_layernorm.weight)
-        block.mlp.gate.weight.copy_(mlp.gate_proj.weight)
-        block.mlp.up.weight.copy_(mlp.up_proj.weight)
-        block.mlp.down.weight.copy_(mlp.down_proj.weight)
-    model.final_norm.weight.copy_(hf.norm.weight)
-    if not model.config.tie_embeddings:
-        model.lm_head.weight.copy_(hf_model.lm_head.weight)
-    return model.to(hf.embed_tokens.weight.device).eval()
+    layers = [{"input_layernorm": layer.input_layernorm.weight,
+               "post_attention_layernorm": layer.post_attention_layernorm.weight,
+               **{name: getattr(layer.self_attn, name).weight for name in ("q_proj", "k_proj", "v_proj", "o_proj")},
+               **{name: getattr(layer.mlp, name).weight for name in ("gate_proj", "up_proj", "down_proj")}}
+              for layer in hf.layers]
+    model = llama_decoder(config, hf.embed_tokens.weight, layers, hf.norm.weight,
+                          None if config.tie_embeddings else hf_model.lm_head.weight)
+    return model.to(hf.embed_tokens.weight.device)
+
+
+# ---------------------------------------------------------------------------------------------------
+# One Llama conversion for both bridges: transformers' LlamaForCausalLM (above) and SmolLM2's GGUF file
+# (smollm2.py) name their tensors differently and lay out the rotary rows differently (smollm2.py undoes
+# llama.cpp's order first); from there on, the config and the copies are these.
+
+# The nine weights of a Llama layer, by transformers' names, each (out, in) (the norms: (d_model,)).
+LLAMA_LAYER = ("input_layernorm", "q_proj", "k_proj", "v_proj", "o_proj", "post_attention_layernorm",
+               "gate_proj", "up_proj", "down_proj")
+
+
+def llama_config(*, vocab_size: int, context_length: int, d_model: int, n_layers: int, n_heads: int,
+                 n_kv_heads: int, d_ff: int, norm_eps: float, rope_theta: float,
+                 tie_embeddings: bool) -> DecoderConfig:
+    """The ``DecoderConfig`` of a Llama-family model: RMSNorm, a SwiGLU MLP, no biases, rotary positions."""
+    return DecoderConfig(
+        vocab_size=int(vocab_size), context_length=int(context_length), d_model=int(d_model),
+        n_layers=int(n_layers), n_heads=int(n_heads), n_kv_heads=int(n_kv_heads), d_ff=int(d_ff),
+        norm="rmsnorm", mlp="swiglu", bias=False, tie_embeddings=bool(tie_embeddings), dropout=0.0,
+        norm_eps=float(norm_eps), positions="rope", rope_theta=float(rope_theta),
+    )
+
+
+@torch.no_grad()
+def llama_decoder(config: DecoderConfig, embedding: torch.Tensor, layers: list[dict], final_norm: torch.Tensor,
+                  lm_head: torch.Tensor | None = None) -> Decoder:
+    """A ``Decoder`` (float32, eval mode) holding a copy of a Llama model's weights.
+
+    ``layers``: one mapping per block from the names of ``LLAMA_LAYER`` to its weights, the queries and
+    keys in transformers' rotary layout (the one ``rotate`` uses). The ``Decoder`` stacks q, k and v into
+    one ``qkv`` (queries, then keys, then values). ``lm_head``: the untied head, or None when the config
+    ties it to the embedding.
+    """
+    if len(layers) != config.n_layers:
+        raise ValueError(f"layers holds {len(layers)} blocks; the config has n_layers={config.n_layers}")
+    if config.tie_embeddings != (lm_head is None):
+        raise ValueError("lm_head must be None exactly when config.tie_embeddings is True")
+    model = uninitialized_decoder(config)
+    model.token_embedding.weight.copy_(embedding)
+    for block, w in zip(model.blocks, layers):
+        block.norm1.weight.copy_(w["input_layernorm"])
+        block.attn.qkv.weight.copy_(torch.cat([w["q_proj"], w["k_proj"], w["v_proj"]]))
+        block.attn.proj.weight.copy_(w["o_proj"])
+        block.norm2.weight.copy_(w["post_attention_layernorm"])
+        block.mlp.gate.weight.copy_(w["gate_proj"])
+        block.mlp.up.weight.copy_(w["up_proj"])
+        block.mlp.down.weight.copy_(w["down_proj"])
+    model.final_norm.weight.copy_(final_norm)
+    if lm_head is not None:
+        model.lm_head.weight.copy_(lm_head)
+    return model.eval()
+
+
+# nn.init's in-place fills, which the modules of a Decoder call while it is built
+_FILLS = ("normal_", "uniform_", "kaiming_uniform_", "trunc_normal_", "zeros_", "ones_")
+
+
+def uninitialized_decoder(config: DecoderConfig) -> Decoder:
+    """A ``Decoder`` whose weights are allocated but not initialized, for a loader that overwrites all of them.
+
+    ``Decoder(config)`` draws a random number for every weight (134 million for SmolLM2, seconds on 2 cores)
+    that a loader throws away. While this one is built, nn.init's fills do nothing (transformers' loaders
+    skip them the same way), so the global random generator is left as it was. Not thread-safe: another
+    thread building a module meanwhile would get uninitialized weights too.
+    """
+    saved = {name: getattr(nn.init, name) for name in _FILLS}
+    try:
+        for name in _FILLS:
+            setattr(nn.init, name, _keep)
+        return Decoder(config)
+    finally:
+        for name, fill in saved.items():
+            setattr(nn.init, name, fill)
+
+
+def _keep(tensor, *args, **kwargs):
+    return tensor

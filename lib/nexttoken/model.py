@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .cache import KVCache
-from .checks import check_attention_mask, check_token_ids
+from .checks import check_attention_mask, check_positive_int, check_token_ids, is_int
 
 
 @dataclass
@@ -38,9 +38,7 @@ class DecoderConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "context_length", "d_model", "n_layers", "n_heads"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                raise ValueError(f"DecoderConfig.{name} must be a positive int, got {value!r}")
+            check_positive_int(getattr(self, name), f"DecoderConfig.{name}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"DecoderConfig.d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})"
@@ -63,8 +61,7 @@ class DecoderConfig:
             )
         if self.n_kv_heads is None:
             self.n_kv_heads = self.n_heads
-        if isinstance(self.n_kv_heads, bool) or not isinstance(self.n_kv_heads, int) \
-                or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
+        if not is_int(self.n_kv_heads) or self.n_kv_heads <= 0 or self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"DecoderConfig.n_kv_heads must be a positive int that divides n_heads ({self.n_heads}), "
                 f"got {self.n_kv_heads!r}"
@@ -86,7 +83,7 @@ def causal_mask(T: int, past: int = 0, device=None) -> torch.Tensor:
     without the others. The model calls this at every forward pass.
     """
     for name, value in (("T", T), ("past", past)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not is_int(value) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return torch.ones(T, past + T, dtype=torch.bool, device=device).tril(diagonal=past)
 

@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from .checks import check_positive_int
+
 
 def median_seconds(
     run: Callable[..., Any],
@@ -39,8 +41,7 @@ def median_seconds(
     With ``warmup`` (the default), one more call, set-up included, runs first and is not timed: the first
     call of a model pays once for memory allocations and lazy initialisation that later calls do not.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, not {repeats}")
+    check_positive_int(repeats, "repeats")
 
     def call_once() -> float:
         args = () if setup is None else (setup(),)

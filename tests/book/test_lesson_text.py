@@ -173,3 +173,80 @@ def test_answers_are_folded_details(path):
     opened = re.findall(r"^<details>\n<summary>Answer</summary>\n\n", section, re.M)
     closed = re.findall(r"\n\n</details>$", section, re.M)
     assert len(opened) == len(closed) == 3 == section.count("<details>") == section.count("</details>"), section
+
+
+# ---------------------------------------------------------------------------------------------------
+# The clock: intro.md's table and each chapter's first line are what scripts/core_clock.py computes
+
+
+def core_clock():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("core_clock", ROOT / "scripts" / "core_clock.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_intro_and_each_chapter_give_the_clocks_minutes():
+    clock = core_clock()
+    problems = clock.stale(clock.the_clock())
+    assert not problems, ("\n".join(problems) + "\nA chapter or an exercise notebook changed: run "
+                          ".venv/bin/python scripts/core_clock.py --write")
+
+
+def _notebook(cells, path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_clock_counts_the_core_its_segments_and_its_run_time(tmp_path):
+    """Going deeper sections (to the next heading of their level) count nothing; a segment written over a
+    line break counts; a cell's run time is read from its execution metadata."""
+    clock = core_clock()
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    timed = code("x = 1\n# a comment\n\ny = 2", metadata={"execution": {
+        "iopub.execute_input": "2026-01-01T10:00:00.000Z", "shell.execute_reply": "2026-01-01T10:00:02.500Z"}})
+    path = _notebook([
+        md("# 9. A chapter\n\n*About 1 minutes for the core*\n\n**Read** (about 4 minutes) a paper."),
+        code("import sys", metadata={"tags": ["remove-cell"]}),
+        timed,
+        md("## Watch\n\nHis video from 28:51 to\n31:23, and from 1:14:14 to 1:15:39."),
+        md("## Going deeper: more\n\nfrom 0:00 to 59:00, " + "word " * 400),
+        code("z = 3\n" * 50),
+        md("### a subsection, still deeper"),
+        md("## Summary\n\nfrom 1:00 to 1:30"),
+    ], tmp_path / "09_chapter.ipynb")
+    part = clock.chapter_part(path)
+    assert part.segments == [("28:51", "31:23"), ("1:14:14", "1:15:39"), ("1:00", "1:30")]
+    assert part.watching == 152 + 85 + 30
+    assert part.other_reading == 4 * 60
+    assert part.running == 2.5
+    # the core's words: "A chapter About minutes for the core Read about minutes a paper" (12), "Watch His
+    # video from to and from to" (8), "Summary from to" (3); its code: the 2 lines of the timed cell
+    assert part.reading == pytest.approx(60 * (23 / 200 + 2 / 6))
+    backwards = _notebook([md("# 9. A\n\nfrom 2:00 to 1:00")], tmp_path / "09_backwards.ipynb")
+    with pytest.raises(ValueError, match="ends before it starts"):
+        clock.chapter_part(backwards)
+    never_run = _notebook([md("# 9. A"), code("x = 1")], tmp_path / "09_never_run.ipynb")
+    with pytest.raises(ValueError, match="core cell 1 holds no run time"):
+        clock.chapter_part(never_run)
+
+
+def test_the_clock_counts_an_exercise_notebooks_core_text_and_stated_minutes(tmp_path):
+    clock = core_clock()
+    md = nbformat.v4.new_markdown_cell
+    path = _notebook([
+        md("# Exercises " + "word " * 98),
+        md("## Question 1: one [core, about 4 minutes]\n\n" + "word " * 94),
+        md("## Question 2: two [practice]\n\n" + "word " * 1000),
+        md("still practice " * 100),
+        md("## Explain: why [core, about 3 minutes]"),
+    ], tmp_path / "ch09.ipynb")
+    # "Exercises" and 98 words, "Question one core about minutes" and 94, "Explain why core about minutes"
+    assert clock.tasks_seconds(path) == pytest.approx(60 * ((99 + 99 + 5) / 200 + 4 + 3))
+    no_core = _notebook([md("## Question 1 [practice]")], tmp_path / "ch08.ipynb")
+    with pytest.raises(ValueError, match="core, about N minutes"):
+        clock.tasks_seconds(no_core)

@@ -366,3 +366,31 @@ def conditional_frequencies(first_probs, next_probs, n_draws, generator):
     x1, x2 = _pairs(first_probs, next_probs, n_draws, generator)
     counts = _table(x1, x2, first_probs.shape[0], 1)
     return counts / counts.sum(dim=-1, keepdim=True)
+
+
+# issue 64: the slips a learner made blind
+@mutant("q2", expect="the shift is reversed")
+def shift_reversed(logits, input_ids):
+    log_probs = torch.log_softmax(logits[:, 1:], dim=-1)
+    return log_probs.gather(-1, input_ids[:, :-1, None]).squeeze(-1)
+
+
+@mutant("q2", expect="you took the log of the softmax")
+def softmax_then_log(logits, input_ids):
+    log_probs = torch.log(torch.softmax(logits[:, :-1], dim=-1))
+    return log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@mutant("q2", expect="your log-sum-exp has no max shift")
+def log_sum_exp_without_the_max(logits, input_ids):
+    x = logits[:, :-1]
+    log_probs = x - torch.log(torch.exp(x).sum(dim=-1, keepdim=True))
+    return log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+
+
+@correct("q2")
+def log_sum_exp_with_the_max(logits, input_ids):
+    x = logits[:, :-1]
+    top = x.amax(dim=-1, keepdim=True)
+    log_probs = x - top - torch.log(torch.exp(x - top).sum(dim=-1, keepdim=True))
+    return log_probs.gather(-1, input_ids[:, 1:, None]).squeeze(-1)

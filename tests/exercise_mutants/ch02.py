@@ -45,13 +45,13 @@ def future_only(T):
     return torch.ones(T, T, dtype=torch.bool).triu(diagonal=1)
 
 
-@mutant("q1", expect="nexttoken.causal_mask is what you are rebuilding")
+@mutant("q1", expect="do not call nexttoken.causal_mask here: it is what you are rebuilding")
 def library_mask(T):
     import nexttoken
     return nexttoken.causal_mask(T)
 
 
-@mutant("q1", expect="nexttoken.causal_mask is what you are rebuilding")
+@mutant("q1", expect="do not call nexttoken.causal_mask here: it is what you are rebuilding")
 def library_mask_imported(T):
     from nexttoken.model import causal_mask
     return causal_mask(T).clone()
@@ -329,3 +329,32 @@ def not_of_the_lower_triangle(T):
 def weights_under_an_inverted_mask(q, k):
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     return torch.softmax(s.masked_fill(_mask(q.shape[-2]), float("-inf")), dim=-1)  # ~ forgotten
+
+
+# issue 64: the slips a learner made blind
+@mutant("q2", expect="T is the number of keys, the last dimension, scores.shape[-1]")
+def T_from_the_first_dimension(scores):
+    T = scores.shape[0]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    return scores.masked_fill(~mask, float("-inf"))
+
+
+@mutant("q2", expect="out[i, j] indexes the first two dimensions")
+def two_dimensional_loop(scores):
+    out = scores.clone()
+    T = scores.shape[-1]
+    for i in range(T):
+        for j in range(T):
+            if j > i:
+                out[i, j] = float("-inf")
+    return out
+
+
+@correct("q2")
+def loop_over_the_last_two_dimensions(scores):
+    out = scores.clone()
+    T = scores.shape[-1]
+    for i in range(T):
+        for j in range(i + 1, T):
+            out[..., i, j] = float("-inf")
+    return out

@@ -210,12 +210,12 @@ def norm_twice(model, input_ids):
     return model.lm_head(model.final_norm(model.final_norm(x)))
 
 
-@mutant("q3", expect="without calling torch.softmax")
+@mutant("q3", expect="here: the softmax is what you are rebuilding")
 def calls_torch_softmax(logits):
     return torch.softmax(logits, dim=-1)
 
 
-@mutant("q3", expect="without calling torch.softmax")
+@mutant("q3", expect="here: the softmax is what you are rebuilding")
 def calls_functional_softmax(logits):
     return torch.nn.functional.softmax(logits, dim=-1)
 
@@ -337,3 +337,42 @@ def slice_then_squeeze(logits):
 @mutant("q1", expect="dropped the batch dimension too")
 def index_then_squeeze(logits):
     return logits[:, -1].squeeze()
+
+
+# issue 64: the slips a learner made blind
+@mutant("q1", expect="these are probabilities (a softmax over the vocabulary)")
+def last_logits_as_probabilities(logits):
+    return torch.softmax(logits[:, -1, :], dim=-1)
+
+
+@mutant("q2", expect="you kept row 0 only")
+def row_zero_made_a_batch(model, input_ids):
+    with torch.no_grad():
+        return torch.softmax(model(input_ids)[0, -1].unsqueeze(0), dim=-1)
+
+
+@mutant("q2", expect="squeeze() with no dimension drops every dimension of size 1")
+def squeezed(model, input_ids):
+    with torch.no_grad():
+        return torch.softmax(model(input_ids)[:, -1:, :].squeeze(), dim=-1)
+
+
+@mutant("q2", expect="you subtracted one maximum of the whole batch, not one per row")
+def shift_by_the_whole_batchs_max(model, input_ids):
+    with torch.no_grad():
+        last = model(input_ids)[:, -1, :]
+    e = torch.exp(last - last.max())
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+@mutant("q1", expect="you kept row 0 only")
+def last_logits_of_row_zero(logits):
+    return logits[0, -1].unsqueeze(0)
+
+
+@correct("q2")
+def softmax_by_hand_per_row(model, input_ids):
+    with torch.no_grad():
+        last = model(input_ids)[:, -1, :]
+    e = torch.exp(last - last.amax(dim=-1, keepdim=True))
+    return e / e.sum(dim=-1, keepdim=True)

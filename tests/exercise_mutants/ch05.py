@@ -272,7 +272,7 @@ def softmax_without_last_slice_temperature(model, input_ids, generator):
 
 
 # --- issue 19: zero steps, a batch of one, near-miss sampling, the library's own loop ---
-@mutant("q2", expect="nexttoken.generate is what you are rebuilding")
+@mutant("q2", expect="do not call nexttoken.generate here: it is what you are rebuilding")
 def greedy_by_library(model, input_ids, max_new_tokens):
     import nexttoken
 
@@ -500,3 +500,52 @@ def every_rows_entry(model, input_ids, max_new_tokens):
         total = total + log_probs[:, next_id]
         ids = torch.cat([ids, next_id[:, None]], dim=1)
     return ids, total
+
+
+# issue 64: the slips a learner made blind
+@mutant("q1", expect="you joined along dim=0, the rows")
+def cat_along_the_rows(model, input_ids):
+    with torch.no_grad():
+        next_token = torch.softmax(model(input_ids)[:, -1, :], dim=-1).argmax(dim=-1)
+    return torch.cat([input_ids, next_token[:, None]], dim=0)
+
+
+@mutant("q1", expect="the argmax went over the rows (dim=0)")
+def argmax_over_the_rows(model, input_ids):
+    with torch.no_grad():
+        next_token = torch.softmax(model(input_ids)[:, -1, :], dim=-1).argmax(dim=0)
+    return torch.cat([input_ids, next_token[:, None]], dim=1)
+
+
+@mutant("q1", expect="a draw (torch.multinomial) picks other tokens")
+def sampled_not_greedy(model, input_ids):
+    with torch.no_grad():
+        probs = torch.softmax(model(input_ids)[:, -1, :], dim=-1)
+    return torch.cat([input_ids, torch.multinomial(probs, 1)], dim=1)
+
+
+@mutant("q1", expect="do not call nexttoken.generate here: it is what you are rebuilding")
+def the_librarys_step(model, input_ids):
+    import nexttoken
+
+    return nexttoken.generate(model, input_ids, 1)
+
+
+@mutant("q2", expect="after the first step the model read only the newest token")
+def newest_token_after_the_first_step(model, input_ids, max_new_tokens):
+    ids, total, feed = input_ids, torch.zeros(input_ids.shape[0]), input_ids
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            log_probs = torch.log_softmax(model(feed)[:, -1, :], dim=-1)
+            next_id = log_probs.argmax(dim=-1)
+            total = total + log_probs.gather(-1, next_id[:, None])[:, 0]
+            ids = torch.cat([ids, next_id[:, None]], dim=1)
+            feed = next_id[:, None]
+    return ids, total
+
+
+@mutant("q4", expect="do not call nexttoken.generate here: it is what you are rebuilding")
+def the_librarys_sampled_step(model, input_ids, generator):
+    import nexttoken
+
+    return nexttoken.generate(model, input_ids, 1, select=nexttoken.sample, generator=generator)

@@ -284,7 +284,7 @@ def no_cache_at_all(model, input_ids, max_new_tokens):
     return ids
 
 
-@mutant("q3", expect="nexttoken.generate is what you are rebuilding")
+@mutant("q3", expect="do not call nexttoken.generate here: it is what you are rebuilding")
 def cached_by_library(model, input_ids, max_new_tokens):
     import nexttoken
 

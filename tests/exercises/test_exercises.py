@@ -107,7 +107,7 @@ def all_tasks():
     return [getattr(chapter(ch), name) for ch in CHAPTERS for name in chapter(ch).TASKS]
 
 
-LOOP_TASKS = [("ch05", "q2"), ("ch06", "q3"), ("ch06", "q5"), ("ch07", "q3")]
+LOOP_TASKS = [("ch05", "q2"), ("ch06", "q5"), ("ch06", "q7"), ("ch07", "q3")]
 STEP_TASKS = [("ch04", "q2"), ("ch04", "q4"), ("ch05", "q1"), ("ch05", "q4")]
 
 
@@ -157,7 +157,7 @@ def test_sampling_inputs_differ_from_greedy():
 def test_eos_rows_stop_at_different_steps():
     """In chapter 6's loop task, rows finish at different steps and one case never finishes."""
     stops, never, all_early = [], False, False
-    for model, ids, n, eos, pad in chapter("ch06").q3.cases():
+    for model, ids, n, eos, pad in chapter("ch06").q5.cases():
         free = nexttoken.generate(model, ids, n)[:, ids.shape[1]:]
         hits = [(row == eos).nonzero() for row in free]
         steps = {int(h[0]) if len(h) else None for h in hits}
@@ -169,11 +169,11 @@ def test_eos_rows_stop_at_different_steps():
 
 
 def test_eos_cases_separate_the_rules_that_read_tokens_for_flags():
-    """Issue 42's inputs of ch06.q3 (named ones): pad == EOS where a prompt holds that id and its row does
+    """Issue 42's inputs of ch06.q5 (named ones): pad == EOS where a prompt holds that id and its row does
     not produce it first (in a batch and alone), a row that produces the pad id before any EOS and then
     another token, and rows whose first EOS comes at steps 1, 2, 3, 4 (with pad == EOS and pad != EOS)."""
     prompt_eos, pad_then_other, every_step = set(), False, set()
-    for model, ids, n, eos, pad in chapter("ch06").q3.named_cases():
+    for model, ids, n, eos, pad in chapter("ch06").q5.named_cases():
         free = nexttoken.generate(model, ids, n)[:, ids.shape[1]:]
         if pad == eos and n and any((ids[r] == eos).any() and free[r, 0] != eos for r in range(len(ids))):
             prompt_eos.add(len(ids) > 1)
@@ -214,6 +214,7 @@ FORBIDDEN = [(t, call) for t in all_tasks() for call in t.forbid]
 def test_a_forbidden_call_fails_with_the_rule(task, call):
     """Each rule a task states is enforced inside run (so in check() and in the grader alike), however
     the forbidden function is reached, and the message quotes the rule; afterwards all is as before."""
+    from nexttoken import causal_mask as causal_mask_bound_early
     from nexttoken import generate as bound_early
 
     generate_module = sys.modules["nexttoken.generate"]  # the module (nexttoken.generate is the function)
@@ -230,6 +231,11 @@ def test_a_forbidden_call_fails_with_the_rule(task, call):
             return bound_early(args[0], args[1], 1)
         if call == "Decoder(...)":
             return nexttoken.Decoder(nexttoken.DecoderConfig()).num_parameters()
+        if call == "nexttoken.causal_mask":
+            return causal_mask_bound_early(args[0])
+        if call == "model.embed":
+            model, ids = args
+            return model.embed(ids, torch.arange(ids.shape[1]).expand(ids.shape))
         raise AssertionError(call)
 
     status, reason = task.evaluate(task.run(cheat))
@@ -238,6 +244,36 @@ def test_a_forbidden_call_fails_with_the_rule(task, call):
     model, ids = nexttoken.Decoder(nexttoken.DecoderConfig(vocab_size=10, context_length=8, d_model=8,
                                                            n_layers=1, n_heads=2)), torch.zeros(1, 2, dtype=torch.long)
     assert generate_module.generate(model, ids, 1).shape == (1, 3) and model(ids).shape == (1, 2, 10)
+    assert nexttoken.causal_mask(2).shape == (2, 2)
+
+
+def question_text(task) -> str:
+    """The Markdown of a task's question in its solution notebook (from its heading to the next one), with
+    its code marks and line breaks read as a learner reads them."""
+    nb = nbformat.read(ROOT / "solutions" / f"{task.chapter}.ipynb", as_version=4)
+    heading, text, inside = f"## Question {task.name[1:]}:", [], False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            inside = cell.source.startswith(heading)
+        if inside and cell.cell_type == "markdown":
+            text.append(cell.source)
+    return " ".join(" ".join(text).replace("`", "").split())
+
+
+@pytest.mark.parametrize("task,call", FORBIDDEN, ids=lambda x: getattr(x, "name", x))
+def test_a_rule_quotes_the_tasks_own_words(task, call):
+    """The one shortcut rule (issue 64): the error a forbidden call raises quotes a sentence the task's
+    text states word for word, "Do not call `nexttoken.generate` here: it is what you are rebuilding"."""
+    rule = task.forbid[call]
+    assert rule.startswith("do not call ") and " here: " in rule, rule
+    assert rule.lower() in question_text(task).lower(), (rule, question_text(task))
+
+
+@pytest.mark.parametrize("task", [t for t in all_tasks() if t.rebuilds], ids=lambda t: f"{t.chapter}.{t.name}")
+def test_every_task_that_rebuilds_a_library_function_refuses_the_shortcut(task):
+    """A task whose reference is, or returns the result of, a library function forbids calling it (or, for
+    a prediction, building what it predicts): the shortcut would pass its check."""
+    assert task.forbid, task.rebuilds
 
 
 def test_integer_answers_accept_any_integer_type_and_reject_floats():
@@ -322,7 +358,7 @@ def test_solution_prints_the_solution_notebooks_code(task, capsys):
 
 # Per chapter, the tasks the chapter does not show line by line.
 TRANSFER = {"ch01": ["q3", "q4"], "ch02": ["q4", "q5"], "ch03": ["q3"], "ch04": ["q4", "q5"], "ch05": ["q3", "q5"],
-            "ch06": ["q4", "q6"], "ch07": ["q4"]}
+            "ch06": ["q6", "q8"], "ch07": ["q4"]}
 
 
 def test_every_chapter_has_three_tasks_and_a_transfer_task():
@@ -355,7 +391,7 @@ def test_a_task_of_an_unknown_kind_is_refused():
 
 
 def test_the_pad_layout_rule_is_what_the_library_loop_does():
-    """ch06.q6's reference (the rule a learner predicts) against nexttoken.generate on real models: the
+    """ch06.q8's reference (the rule a learner predicts) against nexttoken.generate on real models: the
     EOS step of each row is read from the model's free run, and the padded slots are where generate
     wrote the pad id after that row's EOS."""
     from nexttoken.exercises import ch06
@@ -403,7 +439,7 @@ def test_stored_generated_cases_are_what_hypothesis_draws():
     assert len(GENERATED) >= 5
 
 
-@pytest.mark.parametrize("ch,name", [("ch05", "q2"), ("ch06", "q3"), ("ch06", "q5"), ("ch07", "q3")])
+@pytest.mark.parametrize("ch,name", [("ch05", "q2"), ("ch06", "q5"), ("ch06", "q7"), ("ch07", "q3")])
 def test_generated_loop_cases_cover_the_domain(ch, name):
     """The generated loop inputs hold 0 and 1 new tokens, one row and several, T = 1, and (where the
     window allows it) a prompt plus new tokens of the longest the model reads."""
@@ -419,7 +455,7 @@ def test_generated_loop_cases_cover_the_domain(ch, name):
 
 
 def test_generated_padding_cases_are_wide_and_ragged():
-    task = chapter("ch06").q4
+    task = chapter("ch06").q6
     generated = task.cases()[len(task.named_cases()):]
     widths = [ids.shape[1] for ids, _ in generated]
     assert max(widths) >= 30 and min(widths) <= 2, widths  # past the ~17 where an unstable sort reorders
@@ -429,7 +465,7 @@ def test_generated_padding_cases_are_wide_and_ragged():
 def test_generated_eos_cases_stop_on_the_prompt_the_model_and_nothing():
     """EOS ids the model produces, ones only the prompt holds, pad ids the model produces too."""
     stops, in_prompt, pad_produced = 0, 0, 0
-    task = chapter("ch06").q3
+    task = chapter("ch06").q5
     for model, ids, n, eos, pad in task.cases()[len(task.named_cases()):]:
         free = nexttoken.generate(model, ids, max(n, 1))[:, ids.shape[1]:]
         stops += bool((free[:, :n] == eos).any())
@@ -454,10 +490,10 @@ def test_check_shrinks_a_generated_failure_to_the_smallest_input(tmp_path, monke
     leaves no .hypothesis folder in the learner's working directory; the grader's half (evaluate) still
     fails the answer on the stored inputs alone."""
     monkeypatch.chdir(tmp_path)
-    task = chapter("ch06").q4
+    task = chapter("ch06").q6
     task.check(_cuts_wide_rows)
     out = capsys.readouterr()
-    assert out.out.startswith("❌ q4") and "hypothesis shrank" in out.out, out.out
+    assert out.out.startswith("❌ q6") and "hypothesis shrank" in out.out, out.out
     assert out.err == ""
     ids, mask = task.failing_input()
     assert tuple(ids.shape) == (1, 21)

@@ -18,14 +18,15 @@ pytestmark = pytest.mark.slow  # builds a wheel and runs seven notebooks: about 
 WITHHELD = {"nexttoken/exercises/held_out.py", "nexttoken/exercises/solutions.json",
             "nexttoken/exercises/explanations.json"}  # the rubrics and model answers of the explanations
 KERNEL = "student-build"
+WHEEL_URL = "https://lms.example.edu/course/nexttoken-0.1.0+student-py3-none-any.whl"  # where a class gets it
 
 
 @pytest.fixture(scope="module")
 def student(tmp_path_factory) -> tuple[Path, Path]:
     """(the student wheel, the folder it is unpacked in: an import path holding that nexttoken only)."""
     tmp = tmp_path_factory.mktemp("student")
-    done = subprocess.run([sys.executable, "scripts/build_student_package.py", "--out-dir", str(tmp / "dist")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "scripts/build_student_package.py", "--out-dir", str(tmp / "dist"),
+                           "--wheel-url", WHEEL_URL], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     (wheel,) = (tmp / "dist").glob("nexttoken-*.whl")
     site = tmp / "site"
@@ -44,6 +45,26 @@ def test_the_wheel_lacks_exactly_the_withheld_files(student):
     assert not WITHHELD & names, sorted(WITHHELD & names)
     assert full - WITHHELD <= names, sorted(full - WITHHELD - names)
     assert (ROOT / "dist").exists() is False or not any((ROOT / "dist").glob("*student*"))  # the repo stays clean
+
+
+def test_the_class_notebooks_install_the_student_wheel_not_the_repository(student):
+    """Issue 63: the exercise notebooks' Colab cell installed the full package, held-out inputs and solutions
+    included, from the course's repository, so a class whose instructor published them handed those out.
+    The student build's notebooks install the student wheel from where the instructor published it."""
+    wheel, _ = student
+    folder = wheel.parent / "exercises"
+    written = sorted(folder.glob("*.ipynb"))
+    assert [p.name for p in written] == [p.name for p in sorted((ROOT / "exercises").glob("ch0*.ipynb"))]
+    for path in written:
+        text = path.read_text(encoding="utf-8")
+        assert "git+" not in text and text.count(f'\\"nexttoken @ {WHEEL_URL}\\"') == 1, path.name
+        original = nbformat.read(ROOT / "exercises" / path.name, as_version=4)
+        mine = nbformat.read(path, as_version=4)
+        changed = [i for i, (a, b) in enumerate(zip(original.cells, mine.cells)) if a != b]
+        assert len(original.cells) == len(mine.cells) and len(changed) == 1, (path.name, changed)
+    refused = subprocess.run([sys.executable, "scripts/build_student_package.py", "--wheel-url",
+                              "git+https://example.org/repo"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "the https address of the student wheel" in refused.stderr
 
 
 def student_env(site: Path) -> dict:

@@ -151,8 +151,10 @@ def sneaks(tmp_path_factory):
 
 
 def test_the_library_generate_is_out_of_reach_of_a_task_that_forbids_it(sneaks):
-    """Without bubblewrap (--no-sandbox) "saved_code" and "reloaded" get full marks: the rule is then only
-    calling.forbidding, in the learner's process. In a sandbox without generate, the rule is what they meet."""
+    """In a sandbox without generate, the rule is what they meet. (Before issue 63, without bubblewrap
+    "saved_code" and "reloaded" got full marks, the rule being only calling.forbidding in the learner's
+    process; now --no-sandbox imports a package view with the same generate-less generate.py:
+    test_grade_round6.py.)"""
     for label in SNEAKS:
         rows = sneaks[f"{label}.ipynb"]
         assert rows["ch05.q2"][:2] == ("failed", "0"), (label, rows["ch05.q2"])

@@ -90,7 +90,7 @@ def test_a_daemon_neither_outlives_the_autograder_nor_rewrites_results_and_the_s
     # The explanation's answer is kept for the instructor (issue 57): a test of 0 points the student never sees.
     [explained] = [t for t in results["tests"] if t["visibility"] == "hidden"]
     assert explained["name"] == "ch02 explanation (marked by your instructor)" and explained["max_score"] == 0
-    assert "answer:" in explained["output"] and "rubric (" in explained["output"]
+    assert "the learner's answer, as written" in explained["output"] and "rubric (" in explained["output"]
     assert "leaked" not in json.dumps(results) and "ch01.ipynb" in results["output"]  # named, not counted
     assert oct((tmp_path / "gs" / "results").stat().st_mode & 0o777) == "0o755"
 

@@ -642,10 +642,10 @@ def test_reasons_use_the_learners_cell_numbers(tmp_path):
     assert "your code cell 3 raised ModuleNotFoundError" in rows["ch02.q2"]["reason"]
 
 
-def test_answers_that_call_the_library_are_reported_and_keep_their_points(tmp_path):
-    """The policy: an answer that is (or just calls) the library function it re-implements keeps its points,
-    and the reason reports it, unless the task forbids that function (ch02.q1 forbids causal_mask). Using an
-    earlier chapter's library function as a helper is not reported."""
+def test_answers_that_call_the_library_they_rebuild_are_refused_alike(tmp_path):
+    """The policy: every task that rebuilds a library function refuses an answer that is (or just calls) it,
+    the same way for each (ch02.q1's causal_mask, ch05.q1's generate), its reason naming the call. Using an
+    earlier chapter's library function as a helper is neither refused nor reported."""
     notebook(tmp_path / "library.ipynb", HEADER, "causal_mask = nexttoken.causal_mask\n",
              "def mask_scores(scores):\n    return scores.masked_fill(~nexttoken.causal_mask(scores.shape[-1]), "
              "float('-inf'))\n", GOOD[2])
@@ -657,12 +657,10 @@ def test_answers_that_call_the_library_are_reported_and_keep_their_points(tmp_pa
                             timeout=300)
     assert result.returncode == 0, result.stderr
     rows = {(r["submission"], r["task"]): r for r in read_rows(tmp_path / "grades.csv")}
-    key, function = ("library5.ipynb", "ch05.q1"), "nexttoken.generate.generate"
-    assert rows[key]["status"] == "passed" and rows[key]["points"] == "1"
-    assert rows[key]["library_calls"] == function and "library" not in rows[key]["reason"], rows[key]
-    # ch02.q1 forbids the library's causal_mask since issue 53 (the task rebuilds it): the rule's message
+    key = ("library5.ipynb", "ch05.q1")
+    assert rows[key]["points"] == "0" and "do not call nexttoken.generate here" in rows[key]["reason"], rows[key]
     q1 = rows[("library.ipynb", "ch02.q1")]
-    assert q1["points"] == "0" and "forbidden call" in q1["reason"], q1
+    assert q1["points"] == "0" and "do not call nexttoken.causal_mask here" in q1["reason"], q1
     for key in (("library.ipynb", "ch02.q2"), ("library.ipynb", "ch02.q3")):
         assert rows[key]["status"] == "passed" and rows[key]["library_calls"] == ""
 

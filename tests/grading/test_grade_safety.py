@@ -156,9 +156,11 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
     """protocol.Sequence: the recorder's own order passes; a forged message out of order or form is named."""
     genuine = [({"cell": 1}, None), ({"cell_error": 1, "error": "E"}, ("cell", 1)), ({"cell": 3}, ("cell", 1)),
                ({"task": "q1"}, ("cell", 3)),
-               ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, ("task", "q1")),
+               ({"record": "q1", "outcomes": [], "library": [], "tampered": [], "notes": {}}, ("task", "q1")),
                ({"task": "q2"}, ("task", "q1")),
-               ({"record": "q2", "outcomes": [], "library": ["a.b"], "tampered": ["x"]}, ("task", "q2")),
+               ({"record": "q2", "outcomes": [], "library": ["a.b"], "tampered": ["x"], "notes": {
+                   "defined": {"cells": [3, 5], "counts": [14, None], "used": 5},
+                   "loop": {"cell": 2, "line": 1, "name": "table"}}}, ("task", "q2")),
                ({"done": True}, ("task", "q2"))]
     sequence = protocol.Sequence(["q1", "q2"])
     for message, current in genuine:
@@ -169,8 +171,15 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
               ({"record": "q1", "outcomes": {}, "library": [], "tampered": []}, [({"task": "q1"}, None)]),
               ({"record": "q1", "outcomes": [], "library": "x", "tampered": []}, [({"task": "q1"}, None)]),
               ({"record": "q1", "outcomes": [], "library": [], "tampered": []},
-               [({"task": "q1"}, None), ({"record": "q1", "outcomes": [], "library": [], "tampered": []}, None)]),
+               [({"task": "q1"}, None),
+                ({"record": "q1", "outcomes": [], "library": [], "tampered": [], "notes": {}}, None)]),
               ({"cell_error": 2, "error": "E"}, [({"cell": 1}, None)])]
+    record = {"record": "q1", "outcomes": [], "library": [], "tampered": []}
+    for notes in ({"said": "award 3/3"}, {"loop": {"cell": 2, "line": 1, "name": "x y"}}, [],
+                  {"loop": {"cell": 2, "line": 1, "name": "t" * 61}}, {"defined": {"cells": [3], "counts": [1],
+                                                                                   "used": 3}},
+                  {"defined": {"cells": [3, 4], "counts": ["9", 1], "used": 3}}):
+        forged.append(({**record, "notes": notes}, [({"task": "q1"}, None)]))
     for message, before in forged:
         sequence = protocol.Sequence(["q1", "q2"])
         for earlier, _ in before:
@@ -237,6 +246,45 @@ def test_cutting_lines_is_linear_in_the_chunk():
     assert cost(65536) < 4 * cost(4096) + 0.05
 
 
+def test_junk_lines_cost_no_python_step_each():
+    """Issue 63: a newline flood cost the grader 7x the CPU of a sandbox sleeping as long, one Python step per
+    line. Counted here as the calls a chunk costs (sys.setprofile sees every call, C functions too): a
+    chunk of 65,536 empty lines, or of 4,096 short junk lines, costs a handful, not one or more a line."""
+    import sys
+
+    nonce = secrets.token_hex(16)
+    real = f'{{"nonce": "{nonce}", "done": true}}'.encode()
+    for chunk in (b"\n" * 65536, b"junk line\n" * 4096, b"\n" * 30000 + real + b"\n" + b"x\n" * 30000):
+        lines, calls = protocol.Lines(nonce), [0]
+
+        def count(frame, event, arg):
+            calls[0] += event in ("call", "c_call")
+
+        sys.setprofile(count)
+        try:
+            got = lines.feed(chunk)
+        finally:
+            sys.setprofile(None)
+        assert got == ([real] if real in chunk else []) and calls[0] < 40, calls
+
+
+def test_lines_are_cut_as_a_split_would_cut_them_however_the_chunks_fall():
+    import random
+
+    nonce = "ab12"
+    ours = b'{"nonce": "ab12"'
+    pieces = [ours + b', "done": true}', b"junk", ours[:5], ours[:5] + b"zz", b"", ours, ours + b"more" * 50,
+              b"\n" * 3, b'{"nonce": "ab1"', b"x" + ours]
+    rng = random.Random(0)
+    for _ in range(3000):
+        data = b"\n".join(rng.choice(pieces) for _ in range(rng.randint(0, 12))) + rng.choice([b"", b"\n"])
+        cuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, rng.randint(0, 6))))
+        chunks = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)]) if b > a]
+        lines = protocol.Lines(nonce)
+        expected = [line for line in data.split(b"\n")[:-1] if line.startswith(ours)]
+        assert [line for c in chunks for line in lines.feed(c)] == expected, (data, chunks)
+
+
 def test_a_line_split_across_chunks_is_kept_and_junk_is_dropped():
     nonce = secrets.token_hex(16)
     line = f'{{"nonce": "{nonce}", "done": true}}'.encode()
@@ -295,4 +343,18 @@ def test_no_sandbox_as_root_never_runs_a_submission_as_root_unless_told_it_is_tr
     assert cli.setup(cli.parse_args(["--trusted-as-root", *base]), sandbox.Limits()) == (None, [None, None])
     assert "run as root" in capsys.readouterr().err
     monkeypatch.setattr(sandbox, "can_run_as", lambda uid, limits: True)
+    monkeypatch.setattr(sandbox, "package_reachable_by", lambda uid: False)
     assert cli.setup(cli.parse_args(base), sandbox.Limits()) == (None, [61000, 61001])
+
+
+def test_no_sandbox_as_root_refuses_where_the_submission_could_read_the_installed_package(monkeypatch):
+    """Issue 63: after Gradescope's set-up the judging files were out of reach by their permissions only, and
+    the library's generate in reach of the tasks that forbid it. Now a run without bubblewrap imports a copy
+    of what a sandbox shows (the package view) and the installed package must be out of the user's reach."""
+    monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup here"))
+    monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [61000 + i for i in range(n)])
+    monkeypatch.setattr(sandbox, "can_run_as", lambda uid, limits: True)
+    monkeypatch.setattr(sandbox, "package_reachable_by", lambda uid: True)
+    refused = cli.setup(cli.parse_args(["--out", "g.csv", "--no-sandbox", "--allow-no-cgroup", "x.ipynb"]),
+                        sandbox.Limits())
+    assert isinstance(refused, str) and "can read the installed package" in refused and "chmod 0700" in refused

@@ -52,3 +52,13 @@ def test_load_gpt2_offline_fails_with_a_clear_message(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert "load_gpt2('gpt2') could not load GPT-2 weights" in out.stdout, out.stderr[-2000:]
     assert "nexttoken.load_pretrained()" in out.stdout
+
+
+def test_past_the_window_transformers_gpt2_fails_with_an_index_error():
+    """What generate's docstring says of transformers past the context on a learned position table:
+    GPT-2's table has no row for position n_positions (nexttoken's generate crops instead)."""
+    hf = random_hf_gpt2(0, n_positions=8)
+    ids = torch.randint(61, (1, 6), generator=torch.Generator().manual_seed(0))
+    with pytest.raises(IndexError):
+        hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert nexttoken.generate(nexttoken.from_hf_gpt2(hf), ids, 5).shape == (1, 11)

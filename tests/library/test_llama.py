@@ -205,3 +205,50 @@ def test_a_rotary_model_runs_in_bfloat16_as_transformers_does():
     ours = generate(model, x, 6)
     assert ours.shape == (2, 18)
     assert nexttoken.fast.prepare(model).generate(x, 6).tolist() == ours.tolist()
+
+
+def test_past_the_window_transformers_goes_on_with_a_rotary_model():
+    """What generate's docstring says of transformers past the context: a rotary model has no position
+    table to run out of, so its generate goes on (nexttoken's crops instead: the test above)."""
+    hf = random_hf_llama(7, max_positions=12)
+    ids = torch.randint(61, (1, 8), generator=torch.Generator().manual_seed(0))
+    out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False, pad_token_id=0)
+    assert out.shape == (1, 18)
+
+
+def test_the_one_llama_conversion_refuses_what_does_not_fit():
+    from nexttoken.hf import LLAMA_LAYER, llama_config, llama_decoder
+
+    config = llama_config(vocab_size=11, context_length=8, d_model=12, n_layers=2, n_heads=2, n_kv_heads=1,
+                          d_ff=16, norm_eps=1e-5, rope_theta=10000.0, tie_embeddings=True)
+    model = nexttoken.Decoder(config)
+    layer = {name: t for name, t in zip(LLAMA_LAYER, [model.blocks[0].norm1.weight,
+             *model.blocks[0].attn.qkv.weight.split([12, 6, 6]), model.blocks[0].attn.proj.weight,
+             model.blocks[0].norm2.weight, model.blocks[0].mlp.gate.weight, model.blocks[0].mlp.up.weight,
+             model.blocks[0].mlp.down.weight])}
+    embedding, norm = model.token_embedding.weight, model.final_norm.weight
+    with pytest.raises(ValueError, match="n_layers=2"):
+        llama_decoder(config, embedding, [layer], norm)
+    with pytest.raises(ValueError, match="lm_head"):
+        llama_decoder(config, embedding, [layer, layer], norm, lm_head=embedding)
+    copy = llama_decoder(config, embedding, [layer, layer], norm)
+    assert torch.equal(copy.blocks[1].attn.qkv.weight, model.blocks[0].attn.qkv.weight)
+    assert copy.lm_head.weight is copy.token_embedding.weight
+
+
+def test_an_uninitialized_decoder_leaves_the_global_generator_alone():
+    """load_smollm2 builds its Decoder without drawing the 134 million random numbers it would throw away:
+    the global generator is where it was, and nn.init works again afterwards."""
+    from nexttoken.hf import uninitialized_decoder
+
+    config = DecoderConfig(vocab_size=50, context_length=8, d_model=16, n_layers=2, n_heads=2)
+    fills = {name: getattr(torch.nn.init, name) for name in ("normal_", "uniform_", "kaiming_uniform_", "zeros_")}
+    torch.manual_seed(0)
+    uninitialized_decoder(config)
+    assert all(getattr(torch.nn.init, name) is fill for name, fill in fills.items())
+    after = torch.rand(3)
+    torch.manual_seed(0)
+    assert torch.equal(after, torch.rand(3))
+    torch.manual_seed(0)
+    nexttoken.Decoder(config)
+    assert not torch.equal(torch.rand(3), after)  # a real Decoder draws: the check above can fail

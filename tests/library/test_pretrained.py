@@ -108,6 +108,36 @@ def test_recipe_is_its_phases_run_by_hand(tmp_path):
     assert metrics["val_loss"] == json.loads((tmp_path / "two" / "metrics.json").read_text())["val_loss"]
 
 
+def test_a_run_from_saved_weights_reads_its_options_without_changing_them(tmp_path):
+    """train_once with --init-from trains at the saved model's context length (16 here, the options' default
+    being 128) and leaves the options object as it was given."""
+    import copy
+
+    from nexttoken.training.train import parse_args, train_once
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"A{i}:\nto be or not to be, that is question {i}" for i in range(60)))
+    small = ["--corpus", str(corpus), "--d-model", "16", "--n-layers", "1", "--n-heads", "2", "--batch-size", "4",
+             "--steps", "2", "--eval-every", "2"]
+    train_once(parse_args([*small, "--out", str(tmp_path / "one"), "--context-length", "16"]))
+    args = parse_args([*small, "--out", str(tmp_path / "two"), "--init-from", str(tmp_path / "one")])
+    given = copy.deepcopy(vars(args))
+    metrics = train_once(args)
+    assert vars(args) == given and args.context_length == 128
+    assert metrics["tokens_seen"] == 2 * 4 * 16  # the saved model's windows
+
+
+@pytest.mark.parametrize("module", ["nexttoken.train", "nexttoken.evaluate"])
+def test_the_training_commands_run_under_python_OO(module):
+    """``python -OO`` strips docstrings: the commands' descriptions must not need them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-OO", "-m", module, "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "usage: python -m " + module in done.stdout, done.stderr[-2000:]
+
+
 def test_recipe_refuses_options_it_fixes(capsys):
     from nexttoken.training.train import main
 

@@ -88,9 +88,10 @@ def test_the_set_up_runs_before_every_call_untimed_and_feeds_it(clock):
     assert len(made) == 4
 
 
-def test_at_least_one_repeat(clock):
-    with pytest.raises(ValueError, match="at least 1"):
-        median_seconds(lambda: None, repeats=0)
+@pytest.mark.parametrize("repeats", [0, -1, True, 2.5])
+def test_repeats_must_be_a_positive_int(clock, repeats):
+    with pytest.raises(ValueError, match=f"repeats must be a positive int, got {repeats!r}"):
+        median_seconds(lambda: None, repeats=repeats)
 
 
 def test_milliseconds_per_step_times_each_length_in_milliseconds(clock):

@@ -119,8 +119,20 @@ q2 = Question(Task(
               "predict token t", lambda lg, ids: _gather(torch.log_softmax(lg[:, 1:], -1), ids[:, 1:])),
         Known("off by one: you scored token t (not t + 1) with position t's logits; the targets are "
               "input_ids[:, 1:]", lambda lg, ids: _gather(torch.log_softmax(lg[:, :-1], -1), ids[:, :-1])),
+        Known("the shift is reversed: you paired position t + 1's logits with token t; position t's logits "
+              "score the token after it, so the logits of positions 0 to T - 2 go with the tokens at 1 to T - 1",
+              lambda lg, ids: _gather(torch.log_softmax(lg[:, 1:], -1), ids[:, :-1])),
         Known("these are probabilities; take their log (torch.log_softmax)",
               lambda lg, ids: _gather(torch.softmax(lg[:, :-1], -1), ids[:, 1:])),
+        Known("you took the log of the softmax: a probability below about 1e-45 underflows to 0 in float32 (here "
+              "the logits spread over hundreds), and log(0) = -inf, though its log-probability is a finite number. "
+              "torch.log_softmax computes the log directly, without the underflow",
+              lambda lg, ids: _gather(torch.log(torch.softmax(lg[:, :-1], -1)), ids[:, 1:])),
+        Known("your log-sum-exp has no max shift: exp of a logit above 88 overflows float32 to inf, and "
+              "x - log(inf) = -inf. Subtract each row's maximum before exp and add it back after the log, or use "
+              "torch.log_softmax, which does",
+              lambda lg, ids: (lambda x: _gather(x - torch.log(torch.exp(x).sum(-1, keepdim=True)), ids[:, 1:]))(
+                  lg[:, :-1])),
         Known("these are raw logits: normalise them with log_softmax over the vocabulary first",
               lambda lg, ids: _gather(lg[:, :-1], ids[:, 1:])),
         Known("the log_softmax went over the wrong dimension: normalise over the vocabulary, dim=-1",

@@ -5,9 +5,8 @@ import math
 import torch
 
 from ..model import causal_mask as library_causal_mask
-from ..recorder import watches
 from .common import left_padded_mask, overflowed, random_ids, seeded, small_model, with_zeros
-from .task import Known, Mistake, Question, Task
+from .task import Known, Mistake, Question, Task, shortcut_rule
 
 CHAPTER = "ch02"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
@@ -27,9 +26,9 @@ q1 = Question(Task(
     rebuilds=("nexttoken.model:causal_mask",),
     name="q1", function="causal_mask", title="the causal mask", chapter=CHAPTER,
     cases=lambda: [(1,), (3,), (6,), (17,), (40,)],  # 17 and 40: wider than any small fixed table
-    # not the library's causal_mask: the watch makes it raise while the function checked runs
+    # not the library's causal_mask: the rule makes it raise while the function checked runs
     reference=lambda T: torch.ones(T, T, dtype=torch.bool).tril(), diagnose=_q1_diagnose,
-    watch=watches.builds_its_own_mask,
+    forbid=shortcut_rule("nexttoken.causal_mask"),
     # recognised on every T tried, not on the first failing one alone: at T = 1 an inverted mask is [[False]],
     # which on its own looks like a hidden diagonal
     known=[
@@ -84,8 +83,24 @@ def _q2_diagnose(args, expected, got):
         raise Mistake("some future scores (j > i) are not -inf: fill every entry with j > i with float('-inf')")
 
 
+def _q2_error(args, error):
+    """A batch of scores, (..., T, T), read as if it were one (T, T) table."""
+    scores = args[0]
+    if scores.dim() <= 2:
+        return None
+    first, shape = scores.shape[0], tuple(scores.shape)
+    if "must match the size of tensor" in error and f"({first})" in error:
+        return (f"your mask is ({first}, {first}): T is the number of keys, the last dimension, scores.shape[-1]; "
+                f"the scores here have shape {shape}, and scores.shape[0] = {first} is their first dimension, "
+                f"not T")
+    if "out of bounds for dimension" in error:
+        return (f"out[i, j] indexes the first two dimensions, and for scores of shape {shape} those are not the "
+                "query and the key: the query and the key are the last two, out[..., i, j] (or build the (T, T) "
+                "mask once and use masked_fill, which broadcasts it over the leading dimensions)")
+
+
 q2 = Question(Task(
-    name="q2", function="mask_scores", title="masking the attention scores", chapter=CHAPTER,
+    name="q2", function="mask_scores", title="masking the attention scores", chapter=CHAPTER, errors=_q2_error,
     cases=lambda: [(torch.randn(3, 3, generator=seeded(1)),), (torch.randn(1, 1, generator=seeded(3)),),
                    (torch.randn(2, 4, 5, 5, generator=seeded(2)),), (torch.randn(2, 20, 20, generator=seeded(4)),),
                    (with_zeros(torch.randn(5, 5, generator=seeded(5))),)],

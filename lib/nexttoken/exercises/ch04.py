@@ -4,8 +4,9 @@ import torch
 
 from ..model import causal_mask
 from ..recorder import watches
-from .common import dropout_model, embed_with_positions, loud, overflow, random_ids, run_blocks, seeded, small_model
-from .task import Known, Mistake, Question, Task
+from .common import (dropout_model, embed_with_positions, loud, overflow, random_ids, rows_far_apart, run_blocks,
+                     seeded, small_model)
+from .task import Known, Mistake, Question, Task, shortcut_rule
 
 CHAPTER = "ch04"
 TASKS = ["q1", "q2", "q3", "q4", "q5"]
@@ -23,6 +24,15 @@ def _q1_diagnose(args, expected, got):
         raise Mistake("you sliced the batch dimension (logits[-1]); slice time: logits[:, -1, :]")
     if tuple(got.shape) == (B, T) and T != V:
         raise Mistake("you sliced the vocabulary (logits[..., -1]): the last *position* is the middle axis")
+    if tuple(got.shape) == (1, V) and B > 1:
+        raise Mistake(ROW_ZERO_ONLY)
+
+
+ROW_ZERO_ONLY = ("you kept row 0 only: logits[0, -1] is the first row's scores (and .unsqueeze(0) only makes them "
+                 "(1, V)), which serves a batch of one; keep every row with logits[:, -1, :], (B, V)")
+SQUEEZED = ("squeeze() with no dimension drops every dimension of size 1, so for a batch of one (B = 1) it dropped "
+            "the batch dimension too: (V,), not (1, V). Squeeze only the time axis, .squeeze(1), or index it "
+            "with -1: logits[:, -1, :]")
 
 
 q1 = Question(Task(
@@ -35,11 +45,12 @@ q1 = Question(Task(
               lambda lg: lg[:, 0, :]),
         Known("you took the second-to-last position; the last one (-1) predicts the next token",
               lambda lg: lg[:, -2, :]),
-        Known("squeeze() with no dimension drops every dimension of size 1, so for a batch of one (B = 1) it "
-              "dropped the batch dimension too: (V,), not (1, V). Squeeze only the time axis, .squeeze(1), or "
-              "index it with -1: logits[:, -1, :]", lambda lg: lg[:, -1:, :].squeeze()),
+        Known(SQUEEZED, lambda lg: lg[:, -1:, :].squeeze()),
         Known("every row got row 0's scores: logits[0, -1] serves a batch of one only; keep the batch "
               "dimension", lambda lg: lg[0, -1].expand(lg.shape[0], -1)),
+        Known("these are probabilities (a softmax over the vocabulary): last_logits returns the scores as they "
+              "are; the softmax is the next step, next_token_probs (question 2)",
+              lambda lg: torch.softmax(lg[:, -1, :], dim=-1)),
     ],
     hints=("Which position predicts a token we do not have yet?",
            "The dimensions are (batch, time, vocabulary): keep all of two of them.",
@@ -53,6 +64,12 @@ def _next_token_probs(model, input_ids):
 
 
 def _q2_diagnose(args, expected, got):
+    model, ids = args
+    B, V = expected.shape
+    if tuple(got.shape) == (1, V) and B > 1:
+        raise Mistake(ROW_ZERO_ONLY)
+    if tuple(got.shape) == (V,) and B == 1:
+        raise Mistake(SQUEEZED)
     if got.shape == expected.shape and got.is_floating_point() and torch.isnan(got).any():
         with torch.no_grad():
             overflow(args[0].eval()(args[1])[:, -1])
@@ -65,9 +82,15 @@ q2 = Question(Task(
     name="q2", function="next_token_probs", title="next-token probabilities", chapter=CHAPTER,
     cases=lambda: [(small_model(3), random_ids(3, 3, 6)), (small_model(4), random_ids(4, 1, 1)),
                    (small_model(5), random_ids(5, 2, 16)),
-                   (loud(small_model(7)), random_ids(7, 2, 5))],  # logits in the hundreds: exp overflows unshifted
+                   (loud(small_model(7)), random_ids(7, 2, 5)),  # logits in the hundreds: exp overflows unshifted
+                   rows_far_apart(100)],  # one row's logits over 100 below the other's: one max per row
     reference=_next_token_probs, diagnose=_q2_diagnose,
     known=[
+        Known("you subtracted one maximum of the whole batch, not one per row: a row whose logits sit far below "
+              "another's underflows to 0 everywhere, and 0 / 0 is NaN. Subtract each row's own maximum "
+              "(amax(dim=-1, keepdim=True)), or use torch.softmax, which does",
+              torch.no_grad()(lambda m, ids: (lambda lg: (lambda e: e / e.sum(-1, keepdim=True))(
+                  torch.exp(lg - lg.max())))(m(ids)[:, -1, :]))),
         Known("these are logits: turn them into probabilities with torch.softmax over the vocabulary",
               torch.no_grad()(lambda m, ids: m(ids)[:, -1, :])),
         Known("these are log-probabilities (log_softmax); the task asks for probabilities",
@@ -109,8 +132,7 @@ q3 = Question(Task(
     name="q3", function="stable_softmax", title="a numerically stable softmax", chapter=CHAPTER,
     cases=_q3_cases, reference=lambda logits: torch.softmax(logits, dim=-1), diagnose=_q3_diagnose,
     atol=1e-35,  # relative error only: tiny probabilities must be right too, not merely below 1e-4
-    forbid={"torch.softmax": "write the softmax yourself, without calling torch.softmax (or F.softmax, "
-                             "Tensor.softmax)"},
+    forbid=shortcut_rule("torch.softmax", "torch.softmax (or F.softmax, Tensor.softmax)", "the softmax"),
     known=[
         Known("you subtracted the minimum; subtract the maximum, so that the largest exponent is exp(0) = 1 and "
               "nothing overflows",

@@ -36,11 +36,29 @@ def _q1_diagnose(args, expected, got):
         raise Mistake(f"you appended {T} tokens per row, one per position: the argmax was taken over the logits "
                       f"of every position, (B, T, V) -> (B, T). Take the last position's first, logits[:, -1, :] "
                       f"(B, V), then argmax(dim=-1): one new token per row")
+    if tuple(got.shape) == (2 * B, T) and torch.equal(got[:B].long(), ids):
+        raise Mistake("you joined along dim=0, the rows: the new tokens came out as extra rows under the "
+                      "sequences. Append each row's token at its end: torch.cat([input_ids, next_token[:, None]], "
+                      "dim=1)")
     if got.shape == expected.shape and not torch.equal(got[:, :-1].long(), ids):
         raise Mistake("the context changed: keep input_ids as they are and add one token at the end")
+    if got.shape == expected.shape and not torch.equal(got, expected):
+        rows = (got[:, -1] != expected[:, -1]).nonzero().flatten().tolist()
+        raise Mistake(f"the new token of row {rows[0]} is {int(got[rows[0], -1])}, not the most probable one, "
+                      f"{int(expected[rows[0], -1])}: this step is greedy, the argmax (dim=-1) of the last "
+                      "position's scores; a draw (torch.multinomial) picks other tokens")
 
 
 def _q1_error(args, error):
+    model, ids = args
+    if "except in dimension 0" in error:
+        return ("you joined along dim=0, the rows: that stacks the new tokens under the sequences as extra rows. "
+                "Each row gets its token at its end, along the time axis: torch.cat([input_ids, "
+                "next_token[:, None]], dim=1)")
+    if "except in dimension 1" in error and f"got size {model.config.vocab_size}" in error:
+        return ("the argmax went over the rows (dim=0): that gives one index per vocabulary entry, "
+                f"{model.config.vocab_size} of them, not one token per row. Take the argmax over the vocabulary, "
+                "argmax(dim=-1), (B,)")
     if "same number of dimensions" in error:
         return ("the new tokens are (B,), one per row, and input_ids is (B, T): torch.cat joins tensors with the "
                 "same number of dimensions. Make the new tokens a column, next_token[:, None] (B, 1), then "
@@ -54,7 +72,7 @@ q1 = Question(Task(
     # before the T = 1 case, where logits[:, -2] raises
     cases=lambda: [(small_model(8), random_ids(8, 1, 4)), (small_model(10), random_ids(10, 1, 1)),
                    (small_model(6), random_ids(6, 3, 7))],
-    reference=_step, diagnose=_q1_diagnose,  # calling the library here is reported by the grader, not penalised
+    reference=_step, diagnose=_q1_diagnose, forbid=NO_GENERATE,
     known=[
         Known("every row got the same token: logits[0, -1] (row 0's prediction) or an argmax without dim= "
               "gives one token for the whole batch; keep the batch dimension and take argmax(dim=-1)",
@@ -162,6 +180,10 @@ q2 = Question(Task(
               "position)", _scored_loop(_log_p, read=lambda ids, prompt: prompt)),
         Known("the model read only the newest token at each step: without a cache it must read the whole "
               "sequence so far", _scored_loop(_log_p, read=lambda ids, prompt: ids[:, -1:])),
+        Known("after the first step the model read only the newest token: a model without a cache (chapter 7) "
+              "keeps nothing between calls, so each step must read the whole sequence so far, model(ids), "
+              "not the token just chosen",
+              _scored_loop(_log_p, read=lambda ids, prompt: ids if ids.shape[1] == prompt.shape[1] else ids[:, -1:])),
         Known("every row got row 0's tokens: logits[0, -1] serves a batch of one only; use logits[:, -1, :]",
               _scored_loop(_log_p, pick=lambda logits: logits[0, -1].expand(logits.shape[0], -1))),
         Known("you used the first position's prediction at each step; the last position predicts the next token",
@@ -275,7 +297,7 @@ def _q4_diagnose(args, expected, got):
 
 q4 = Question(Task(
     name="q4", function="sample_step", title="one sampled step, seeded", chapter=CHAPTER,
-    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, errors=_q4_error,
+    cases=_q4_cases, reference=_sample_step, diagnose=_q4_diagnose, errors=_q4_error, forbid=NO_GENERATE,
     watch=watches.draws_from_generator,
     known=[
         Known("you took the argmax: this step samples, drawing each row's token with its probability",

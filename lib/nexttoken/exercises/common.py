@@ -2,23 +2,44 @@
 that a wrong answer gives a different result (tests/exercises/test_exercises.py asserts it)."""
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..tokenizer import END_OF_TEXT_ID
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
 from ..recorder.calling import tokens
-from .task import Mistake
+from .task import Mistake, shortcut_rule
 
-# The rule of every task that rebuilds the loop (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
-NO_GENERATE = {"nexttoken.generate": "write the loop yourself: nexttoken.generate is what you are rebuilding"}
+# The rule of every task that rebuilds the loop or a step of it (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
+NO_GENERATE = shortcut_rule("nexttoken.generate")
 
 
 def seeded(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+class _Drawing(TorchDispatchMode):
+    """While inside, every random draw of torch that names no generator (a module's own initialisation:
+    nn.Linear's kaiming_uniform_, nn.Embedding's normal_) draws from ``generator`` instead of torch's
+    global one. The mode is the calling thread's alone, so a test model built in one thread is the same
+    whatever another thread draws or seeds meanwhile, and the global random state (the learner's, in a
+    notebook) is neither read nor changed. From a fresh ``seeded(seed)`` the draws are those that
+    ``torch.manual_seed(seed)`` gives: the same models as before, bit for bit."""
+
+    def __init__(self, generator: torch.Generator):
+        super().__init__()
+        self.generator = generator
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if kwargs.get("generator") is None and any(a.name == "generator" for a in func._schema.arguments):
+            kwargs["generator"] = self.generator
+        return func(*args, **kwargs)
+
+
 def small_model(seed: int = 0, **overrides) -> Decoder:
-    """A small random Decoder whose predictions depend on the context.
+    """A small random Decoder whose predictions depend on the context, drawn from a generator of its own
+    (``_Drawing``): the same model in every process and thread, whatever else draws meanwhile.
 
     Weights are drawn larger than GPT-2's initialisation (std 0.5, an untied LM head), so that a greedy
     continuation changes from step to step and from prompt to prompt: a GPT-2-style random model
@@ -28,15 +49,23 @@ def small_model(seed: int = 0, **overrides) -> Decoder:
     """
     config = DecoderConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4,
                                      tie_embeddings=False), **overrides})
-    with torch.random.fork_rng():  # leave the learner's random state alone
-        torch.manual_seed(seed)
+    generator = seeded(seed)
+    with _Drawing(generator):
         model = Decoder(config)
+    with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                torch.nn.init.normal_(p, mean=1.0 if name.endswith("weight") else 0.0, std=0.3)
+                p.normal_(mean=1.0 if name.endswith("weight") else 0.0, std=0.3, generator=generator)
             else:
-                torch.nn.init.normal_(p, std=0.5)
+                p.normal_(std=0.5, generator=generator)
     return model.eval()
+
+
+def rotary_model(seed: int = 0, **overrides) -> Decoder:
+    """A small random decoder of SmolLM2's kind (chapter 3's core): rotary positions, RMSNorm, a SwiGLU MLP
+    without biases, 4 query heads sharing 2 key/value heads; its head untied unless ``tie_embeddings=True``."""
+    return small_model(seed, **{**dict(positions="rope", norm="rmsnorm", mlp="swiglu", bias=False, n_kv_heads=2),
+                                **overrides})
 
 
 def loud(model: Decoder, factor: float = 40.0) -> Decoder:
@@ -45,6 +74,20 @@ def loud(model: Decoder, factor: float = 40.0) -> Decoder:
     with torch.no_grad():
         model.lm_head.weight.mul_(factor)
     return model
+
+
+def rows_far_apart(seed: int, gap: float = 110.0):
+    """(model, input_ids): a loud model and two prompts whose last-position logits peak more than ``gap`` apart
+    and pick different tokens, the first seed from ``seed`` on that gives them. A softmax shifted by the whole
+    batch's maximum then underflows every exp of the lower row to 0 (0 / 0 = NaN); each row's own max does not."""
+    for s in range(seed, seed + 500):
+        model, ids = loud(small_model(s)), random_ids(s, 2, 5)
+        with torch.no_grad():
+            last = model(ids)[:, -1]
+        peaks = last.amax(-1)
+        if peaks.max() - peaks.min() > gap and last[0].argmax() != last[1].argmax():
+            return model, ids
+    raise ValueError(f"no seed from {seed} gives two rows {gap} apart")
 
 
 def overflowed(what: str, peak: float) -> str:

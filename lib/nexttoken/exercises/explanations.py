@@ -71,20 +71,38 @@ def is_marked_answer(cell) -> bool:
     return is_markdown(cell) and (isinstance(ours(cell, "answer"), str) or bool(MARKER.search(source_text(cell))))
 
 
+def heading_level(text: str) -> int | None:
+    """The level of the Markdown heading a cell's text opens with (``## Explain`` is 2), or None."""
+    found = re.match(r"\A\s*(#{1,6})[ \t]", text)
+    return len(found.group(1)) if found else None
+
+
 def answer_cells(cells: list) -> list:
     """The cells that hold the learner's answer: every marked answer cell, and every Markdown cell of the
-    Explain section (after its question cell, up to the next heading): a learner who retyped the cell
-    (Colab, another editor) or added one below it is still read. A rubric cell (solutions) is not."""
+    Explain section (after its question cell, up to the next heading of the question's level or above): a
+    learner who retyped the cell (Colab, another editor), added one below it or put it under a heading of
+    their own (``### My answer``) is still read. A rubric cell (solutions) is not."""
     found = [i for i, cell in enumerate(cells) if is_marked_answer(cell)]
     start = next((i for i, cell in enumerate(cells) if is_question(cell)), None)
     if start is not None:
+        level = heading_level(source_text(cells[start])) or 1
         for i in range(start + 1, len(cells)):
             cell = cells[i]
-            if is_markdown(cell) and ANY_HEADING.match(source_text(cell)):
+            if is_markdown(cell) and (heading_level(source_text(cell)) or 7) <= level:
                 break
             if is_markdown(cell) and ours(cell, "rubric") is None:
                 found.append(i)
     return [cells[i] for i in sorted(set(found))]
+
+
+def typed_into_question(cells: list) -> str:
+    """What the learner typed into the question cell itself, below its last paragraph ("Answer in the cell
+    below ..."): "" where nothing follows it (or the cell no longer has it to tell the question from an
+    answer)."""
+    question = next((cell for cell in cells if is_question(cell)), None)
+    paragraphs = re.split(r"\n[ \t]*\n", source_text(question).strip()) if question is not None else []
+    last = max((i for i, p in enumerate(paragraphs) if p.lstrip().startswith(INSTRUCTIONS)), default=None)
+    return "" if last is None else "\n\n".join(paragraphs[last + 1:]).strip()
 
 
 def without_scaffold(text: str) -> str:
@@ -97,10 +115,11 @@ def without_scaffold(text: str) -> str:
 
 def answer_text(cells) -> str:
     """The learner's answer in a notebook's cells (JSON), "" where there is none (an untouched placeholder,
-    an empty cell, no Explain section)."""
+    an empty cell, no Explain section): typed into the question cell below the question, into the answer
+    cell, or into cells of their own in the Explain section."""
     if not isinstance(cells, list):
         return ""
-    parts = [without_scaffold(source_text(cell)) for cell in answer_cells(cells)]
+    parts = [typed_into_question(cells)] + [without_scaffold(source_text(cell)) for cell in answer_cells(cells)]
     return "\n\n".join(part for part in parts if part)
 
 

@@ -110,6 +110,15 @@ class Difference:
     answer: str = ""
 
 
+def _compare_words(expected: str, got, what: str) -> Difference | None:
+    """A word answer, such as "eos" or "length": None if it is the expected one."""
+    if not isinstance(got, str):
+        return Difference("type", f"{what} should be a str, but it is {describe(got)}")
+    if got != expected:
+        return Difference("values", f"{what} is wrong", f"expected: {expected!r}\n   got:      {got!r}")
+    return None
+
+
 def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> Difference | None:
     """None if ``got`` is right; else what is wrong, with the evidence (expected vs got or first difference)."""
     if isinstance(expected, (tuple, list)):
@@ -120,6 +129,8 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> Dif
             if problem:
                 return problem
         return None
+    if isinstance(expected, str):
+        return _compare_words(expected, got, what)
     if isinstance(expected, bool) or not isinstance(expected, (int, float, torch.Tensor)):
         raise TypeError(f"the reference returned {type(expected).__name__}: no comparison for it")
     if isinstance(expected, (int, float)):
@@ -177,6 +188,8 @@ def matches(wrong_output, got) -> bool:
             return bool(torch.allclose(got.double(), wrong_output.double(), atol=1e-4, rtol=1e-4, equal_nan=True))
         if isinstance(wrong_output, (tuple, list)) and isinstance(got, (tuple, list)):
             return len(wrong_output) == len(got) and all(matches(w, g) for w, g in zip(wrong_output, got))
+        if isinstance(wrong_output, str) or isinstance(got, str):
+            return wrong_output == got
         if isinstance(wrong_output, (int, float)) and isinstance(got, (int, float)) and not isinstance(got, bool):
             return abs(wrong_output - got) <= 1e-6 * max(1.0, abs(wrong_output))
     except Exception:

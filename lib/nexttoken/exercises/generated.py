@@ -7,6 +7,7 @@ import contextlib
 import copy
 import io
 import json
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from ..recorder.calling import one_thread
+
+_BUILDING = threading.RLock()  # a build may ask for another task's generated inputs
 
 
 @dataclass
@@ -46,9 +49,10 @@ class Generated:
         """Fresh copies of the built inputs: a build makes a small model and may run it (chapter 6's EOS
         ids are tokens the model produces), which costs more than a copy, and the grader's judging half
         asks for the cases twice per submission."""
-        if self._built is None:
-            with one_thread():  # many tiny tensor operations
-                self._built = [self.build(p) for p in self.params()]
+        with _BUILDING:  # built once, whatever threads ask (the batch grader's --jobs)
+            if self._built is None:
+                with one_thread():  # many tiny tensor operations
+                    self._built = [self.build(p) for p in self.params()]
         return copy.deepcopy(self._built)
 
 

@@ -14,8 +14,8 @@ import torch
 from ..generate import generate
 from ..model import DecoderConfig
 from .common import (advanced_generator, bigram_table, chain_tables, dropout_model, eos_case, flat_model,
-                     left_padded_mask, loud, random_ids, right_padded, seeded, small_model, stopping_at_every_step,
-                     with_gpt2_eos, with_zeros)
+                     left_padded_mask, loud, random_ids, right_padded, rotary_model, rows_far_apart, seeded,
+                     small_model, stopping_at_every_step, with_gpt2_eos, with_zeros)
 
 CASES = {}  # "ch05.q2" -> a function returning [(name, arguments), ...], rebuilt identically on each call
 
@@ -132,6 +132,20 @@ def _ch02_q5():
 
 # --- chapter 3: the forward pass ---
 
+@held_out("ch03.q1")
+@held_out("ch03.q2")
+def _ch03_rotary():
+    return [("a batch of one, 7 tokens", (rotary_model(311), random_ids(311, 1, 7))),
+            ("four rows of one token", (rotary_model(312, rope_theta=100000.0), random_ids(312, 4, 1))),
+            ("the longest input (16 tokens), a tied head", (rotary_model(313, tie_embeddings=True, rope_theta=2000.0),
+                                                            random_ids(313, 2, 16))),
+            ("three blocks, one key/value head", (rotary_model(314, n_layers=3, n_kv_heads=1), random_ids(314, 3, 11))),
+            ("a wider model (d_model 48, 6 heads, vocabulary 60)",
+             (rotary_model(315, d_model=48, n_heads=6, n_kv_heads=3, vocab_size=60, rope_theta=100000.0),
+              random_ids(315, 2, 6, vocab=60)))]
+
+
+@held_out("ch03.q4")
 def _ch03_models():
     return [("a batch of one, 7 tokens", (small_model(301), random_ids(301, 1, 7))),
             ("four rows of one token", (small_model(302), random_ids(302, 4, 1))),
@@ -139,10 +153,6 @@ def _ch03_models():
             ("three blocks", (small_model(304, n_layers=3), random_ids(304, 3, 11))),
             ("a wider model (d_model 48, 6 heads, vocabulary 60)",
              (small_model(305, d_model=48, n_heads=6, vocab_size=60), random_ids(305, 2, 6, vocab=60)))]
-
-
-held_out("ch03.q1")(_ch03_models)
-held_out("ch03.q2")(_ch03_models)
 
 
 @held_out("ch03.q3")
@@ -172,7 +182,8 @@ def _ch04_q2():
             ("the longest input, one row", (small_model(412), random_ids(412, 1, 16))),
             ("four rows of one token, vocabulary 80",
              (small_model(413, vocab_size=80), random_ids(413, 4, 1, vocab=80))),
-            ("logits in the hundreds", (loud(small_model(414)), random_ids(414, 3, 3)))]
+            ("logits in the hundreds", (loud(small_model(414)), random_ids(414, 3, 3))),
+            ("two rows whose logits lie over 100 apart", rows_far_apart(140))]
 
 
 @held_out("ch04.q3")
@@ -256,14 +267,43 @@ def _ch05_q5():
 
 @held_out("ch06.q1")
 def _ch06_q1():
+    model, prompt = small_model(631), random_ids(631, 1, 4)
+    free = generate(model, prompt, 10)[0, 4:].tolist()
+    at, first_new = next((i + 1, t) for i, t in enumerate(free)  # a token first written at step 3 or later
+                         if i >= 2 and t not in free[:i] and t not in prompt[0].tolist())
+    never = max(set(range(50)) - set(free) - set(prompt[0].tolist()))
+    return [("an EOS the model writes, with room to spare", (model, prompt, 10, first_new)),
+            ("the EOS at the very last step", (model, prompt, at, first_new)),
+            ("an EOS it never writes", (model, prompt, 7, never)),
+            ("the prompt's first token as the EOS", (model, prompt, 6, int(prompt[0, 0]))),
+            ("no new tokens", (model, prompt, 0, never)),
+            ("a one-token prompt", (small_model(632), random_ids(632, 1, 1), 9, 5))]
+
+
+@held_out("ch06.q2")
+def _ch06_q2():
+    model, prompt = small_model(641), random_ids(641, 1, 5)
+    free = generate(model, prompt, 6)[0, 5:].tolist()
+    never = max(set(range(50)) - set(free) - set(prompt[0].tolist()))
+    ended = generate(model, prompt, 6, eos_token_id=free[1])
+    cut = generate(model, prompt, 3, eos_token_id=never)
+    return [("ended at step 2 of 6", (ended, 5, free[1])),
+            ("cut off after 3", (cut, 5, never)),
+            ("cut off, an EOS id inside the prompt", (cut, 5, int(prompt[0, 2]))),
+            ("no new tokens, the last prompt token the EOS id", (prompt, 5, int(prompt[0, -1]))),
+            ("the first new token the EOS", (generate(model, prompt, 4, eos_token_id=free[0]), 5, free[0]))]
+
+
+@held_out("ch06.q3")
+def _ch06_q3():
     return [("finished rows producing EOS again", (torch.tensor([True, True]), torch.tensor([2, 5]), 5)),
             ("five running rows", (torch.tensor([False] * 5), torch.tensor([1, 1, 2, 1, 3]), 1)),
             ("EOS id 0", (torch.tensor([True, False, False]), torch.tensor([0, 0, 6]), 0)),
             ("all rows produce EOS", (torch.tensor([False, True]), torch.tensor([9, 9]), 9))]
 
 
-@held_out("ch06.q2")
-def _ch06_q2():
+@held_out("ch06.q4")
+def _ch06_q4():
     return [("five rows, pad id 50", (torch.tensor([1, 2, 3, 4, 5]), torch.tensor([False, False, True, False, True]),
                                       50)),
             ("one running row whose token is the pad id", (torch.tensor([7]), torch.tensor([False]), 7)),
@@ -271,8 +311,8 @@ def _ch06_q2():
             ("the pad id is a real token", (torch.tensor([6, 2, 6]), torch.tensor([True, False, False]), 6))]
 
 
-@held_out("ch06.q3")
-def _ch06_q3():
+@held_out("ch06.q5")
+def _ch06_q5():
     # (seed, rows, prompt length, max_new_tokens, EOS kind, pick, pad kind, pick), as chapter 6's generated
     # inputs: EOS a token the model produces (0), one the prompt holds (1) or any id (2); the pad id a
     # token the model produces (0) or any id (1).
@@ -319,8 +359,8 @@ def _every_row_stops(seed: int):
         seed += 1
 
 
-@held_out("ch06.q4")
-def _ch06_q4():
+@held_out("ch06.q6")
+def _ch06_q6():
     return [("three rows of one real token", right_padded([1, 1, 1], 6, seed=611)),
             ("four rows of 40", right_padded([40, 1, 33, 20], 40, seed=612)),
             ("one real token, pad id 0", (torch.tensor([[3, 0, 0, 0]]), torch.tensor([[1, 0, 0, 0]]))),
@@ -330,8 +370,8 @@ def _ch06_q4():
             ("three rows of nine", right_padded([2, 9, 4], 9, seed=614))]
 
 
-@held_out("ch06.q5")
-def _ch06_q5():
+@held_out("ch06.q7")
+def _ch06_q7():
     return [("a window of 3, three rows, 7 new", (small_model(621, context_length=3), random_ids(621, 3, 3), 7)),
             ("a window of 2, 6 new", (small_model(622, context_length=2), random_ids(622, 1, 1), 6)),
             ("a window of 8, 9 new", (small_model(623, context_length=8), random_ids(623, 2, 6), 9)),
@@ -339,8 +379,8 @@ def _ch06_q5():
             ("GPT-2's vocabulary, a window of 3", (*with_gpt2_eos(625, length=3, context_length=3), 5))]
 
 
-@held_out("ch06.q6")
-def _ch06_q6():
+@held_out("ch06.q8")
+def _ch06_q8():
     return [("four rows", ([4, 2, 8, 3], 10)), ("one row that never finishes", ([None], 4)),
             ("EOS after max_new_tokens", ([3, 9], 6)), ("every row at step 1", ([1, 1, 1], 1)),
             ("no new tokens", ([1], 0)), ("all but one finish early", ([2, 2, None, 1], 7))]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from ..recorder.calling import copy_args, one_thread, run_on
-from .feedback import compare, describe, exception_type, hidden_input, matches, unrevealed
+from .feedback import compare, describe, hidden_input, matches, unrevealed
 from .generated import Generated, smallest_failing
 
 
@@ -42,6 +42,14 @@ class Known:
 def grading() -> bool:
     """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
     return os.environ.get("NEXTTOKEN_GRADING") == "1"
+
+
+def shortcut_rule(call: str, named: str | None = None, what: str = "it", doing: str = "rebuilding") -> dict[str, str]:
+    """The one rule of every task that rebuilds a library function, as ``Task(forbid=...)``: while the
+    learner's function runs, ``call`` raises an error that quotes this sentence, and the task's text states
+    it word for word ("Do not call `nexttoken.generate` here: it is what you are rebuilding";
+    tests/exercises/test_exercises.py checks that the text holds it)."""
+    return {call: f"do not call {named or call} here: {what} is what you are {doing}"}
 
 
 KINDS = ("write", "predict", "debug", "empirical", "open")
@@ -230,7 +238,7 @@ class Task:
         for index, (args, outcome) in enumerate(zip(cases, outcomes)):
             kind, value = outcome
             if index in hidden:  # nothing of the input, the expected output or the learner's own text
-                verdict = self._held_out_verdict(kind, value, args, tried)
+                verdict = self._held_out_verdict(kind, value, args)
                 if verdict is not None:
                     where = hidden_input(sorted(hidden).index(index), len(hidden))
                     return Verdict(verdict[0], f"{self.function}(...) on {where}: {verdict[1]}", index=index)
@@ -262,22 +270,36 @@ class Task:
         wrong = self._wrong_output(args, value, tried, revealing)
         return None if wrong is None else replace(wrong, index=index)
 
-    def _held_out_verdict(self, kind, value, args, tried) -> tuple[str, str] | None:
-        """None if a held-out input's outcome is right; else (status, what went wrong) in words of the
-        check's own: an error by its type alone, a wrong output by a known mistake's message or as wrong.
-        The outcome's text and values are the learner's process's, which could have read the held-out
-        inputs (it holds them): none of it is repeated."""
-        if kind == "ok":
-            if self._wrong_output(args, value, tried, revealing=False) is None:
-                return None
-            return "failed", self._known_mistake(tried) or "its output is wrong"
-        if kind == "error":
-            return "error", f"it raised {exception_type(value)}"
-        return {"missing": ("missing", f"the notebook does not define a function named {self.function}"),
-                "not_implemented": ("not_implemented", "it still raises NotImplementedError"),
-                "changed_input": ("failed", "it changed an input in place"),
-                "broke_rule": ("failed", "it broke one of the task's rules")}.get(
-                    kind, ("error", "an unknown outcome was recorded"))
+    def _held_out_verdict(self, kind, value, args) -> tuple[str, str] | None:
+        """None if a held-out input's outcome is right; else (status, what went wrong) from a fixed
+        vocabulary of the grader's (``HELD_OUT``). The outcome's kind, text and values are the learner's
+        process's, which holds the held-out inputs while it runs them: none of its text is repeated (not
+        an exception's type name either, which its code names freely), and no known mistake is named (which
+        one would be the learner's choice too)."""
+        if kind != "ok":
+            return HELD_OUT.get(kind, HELD_OUT["unknown"])
+        if self.verify is not None:
+            return None if self.verify(copy_args(args), value) is None else HELD_OUT["wrong"]
+        difference = compare(self.reference(*copy_args(args)), value, atol=self.atol)
+        if difference is None:
+            return None
+        return HELD_OUT.get(f"wrong {difference.kind}", HELD_OUT["wrong"])
+
+
+# What a held-out failure says, by what was recorded: the grader's words alone, the same for every
+# submission (guide/instructors/held_out.md). "missing" and "not_implemented" cannot follow a visible pass,
+# but a record may say so.
+HELD_OUT = {
+    "wrong": ("failed", "its output is wrong"),
+    "wrong type": ("failed", "its output has the wrong type"),
+    "wrong shape": ("failed", "its output has the wrong shape"),
+    "error": ("error", "it raised an exception"),
+    "broke_rule": ("failed", "it broke one of the task's rules (a forbidden call, or a check of how it works)"),
+    "changed_input": ("failed", "it changed an input in place"),
+    "not_implemented": ("not_implemented", "it still raises NotImplementedError"),
+    "missing": ("missing", "the function was not defined"),
+    "unknown": ("error", "an unknown outcome was recorded"),
+}
 
 
 def tried_pairs(cases, outcomes) -> list:

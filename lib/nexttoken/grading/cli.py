@@ -97,7 +97,7 @@ def check_export_arguments(p, args) -> None:
 def parse_args(argv):
     limits, defaults = sandbox.Limits(), Settings()  # the defaults live there, once
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    summary = sys.modules[__package__].__doc__.splitlines()[0]  # the package's docstring says it once
+    summary = (sys.modules[__package__].__doc__ or "").partition("\n")[0]  # the package docstring says it once
     p = argparse.ArgumentParser(prog="python -m nexttoken.grade", description=summary,
                                 epilog="Use -- before the submissions when a file name may start with '-'.")
     p.add_argument("submissions", nargs="+", type=Path)
@@ -173,15 +173,36 @@ def setup(args, limits: sandbox.Limits) -> tuple[sandbox.Cgroups | None, list] |
     except sandbox.SandboxError as exc:
         return str(exc)
     if args.no_sandbox:
-        if uids[0] is not None and not sandbox.can_run_as(uids[0], limits):
-            if not args.trusted_as_root:
-                return NOT_AS_ROOT.format(uid=uids[0], python=shown(sys.executable))
-            print(f"WARNING: --trusted-as-root: user id {uids[0]} cannot start {shown(sys.executable)}, so these "
-                  "submissions run as root", file=sys.stderr)
-            return cgroups, [None] * args.jobs
-        return cgroups, uids
+        return without_bubblewrap(args, limits, cgroups, uids)
     problem = sandbox.check_bwrap(limits, cgroups, uids[0])
     return problem if problem is not None else (cgroups, uids)
+
+
+# --no-sandbox as root: the submission must find the package view alone (the allow-list and the stand-in, copied
+# for it: sandbox.view_env), never the installed package, which holds the held-out inputs and the solutions.
+PACKAGE_IN_REACH = ("--no-sandbox as root: user id {uid} can read the installed package ({package}), its exercises' "
+                    "held-out inputs and references and the grader included, so the grader refuses. Make that "
+                    "folder root's alone (chmod 0700 {package}, as scripts/gradescope/setup.sh does): a "
+                    "submission then imports only the copy of what a sandbox shows of the package")
+
+
+def without_bubblewrap(args, limits: sandbox.Limits, cgroups, uids: list) -> tuple[sandbox.Cgroups | None, list] | str:
+    """--no-sandbox: as root, the slots' user ids, where one can start this Python from the package view and
+    cannot reach the installed package; else the message refusing to grade (or, --trusted-as-root, root)."""
+    problem = sandbox.allow_list_problem(sandbox.package_folder())
+    if problem is not None:  # never a run with the whole package in reach, however trusted
+        return problem
+    if uids[0] is None:
+        return cgroups, uids
+    if not sandbox.can_run_as(uids[0], limits):
+        if not args.trusted_as_root:
+            return NOT_AS_ROOT.format(uid=uids[0], python=shown(sys.executable))
+        print(f"WARNING: --trusted-as-root: user id {uids[0]} cannot start {shown(sys.executable)}, so these "
+              "submissions run as root", file=sys.stderr)
+        return cgroups, [None] * args.jobs
+    if sandbox.package_reachable_by(uids[0]):
+        return PACKAGE_IN_REACH.format(uid=uids[0], package=shown(sandbox.package_folder()))
+    return cgroups, uids
 
 
 def main(argv=None):

@@ -1,9 +1,11 @@
 """The CSVs: text any submission or file name can hold, written and read back exactly; rewritten after each
 submission, through a temporary file and an atomic rename."""
 
+import bisect
 import csv
 import os
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import TypedDict
 
@@ -23,7 +25,7 @@ class Row(TypedDict):
     max_points: int
     status: str
     reason: str
-    library_calls: str  # the library functions the answer called that the exercise has it write (not penalised)
+    library_calls: str  # rebuilt library functions called where no refusal scored the task
 
 
 FIELDS = list(Row.__annotations__)  # grades.csv's columns, in order
@@ -48,11 +50,46 @@ def about_notebook(row: Row) -> bool:
 def clean(value) -> str:
     """The one escaping of everything a submission writes (reasons, library_calls, file names, answers),
     before any CSV, feedback file, results.json or terminal line: every character a terminal acts on or
-    hides (ESC and the other C0 and C1 controls, DEL, bidirectional overrides, zero-width and line
-    separators, a lone surrogate from JSON's "\\ud800" or a file name's undecodable byte) becomes its
-    visible Python escape (\\x1b, \\u202e, \\udcff). Line breaks ("\\n") are kept: a reason's lines
-    are a feedback file's; ``shown`` and the CSVs' ``one_line`` fold them."""
-    return "".join(c if c == "\n" or c.isprintable() else _escaped(c) for c in str(value))
+    that does not render becomes its visible Python escape (\\x1b, \\u202e, \\ufe0f, \\udcff): the C0 and C1
+    controls, DEL, format characters (bidirectional overrides, zero-width ones, tag characters), line and
+    paragraph separators, a lone surrogate (JSON's "\\ud800", a file name's undecodable byte), every
+    character Unicode says to draw as nothing where unsupported (``INVISIBLE``: variation selectors, the
+    combining grapheme joiner, Hangul fillers, ...), and a combining mark with no visible character before
+    it to sit on. Line breaks ("\\n") are kept: a reason's lines are a feedback file's; ``shown`` and the
+    CSVs' ``one_line`` fold them. Text shown after it is the text written, character for character."""
+    return visible(str(value), keep_newlines=True)
+
+
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt): characters a font draws as nothing.
+INVISIBLE = ((0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160), (0x17B4, 0x17B5),
+             (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x206F), (0x3164, 0x3164),
+             (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF), (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3),
+             (0x1D173, 0x1D17A), (0xE0000, 0xE0FFF))
+_STARTS = [start for start, _ in INVISIBLE]
+
+
+def invisible(c: str) -> bool:
+    """Whether ``c`` is drawn as nothing (``INVISIBLE``)."""
+    at = bisect.bisect_right(_STARTS, ord(c)) - 1
+    return at >= 0 and ord(c) <= INVISIBLE[at][1]
+
+
+def visible(text: str, keep_newlines: bool) -> str:
+    """``text`` with every character that a terminal acts on or that does not render as its escape (see
+    ``clean``); line breaks kept or escaped. A combining mark is kept only on a visible base (a letter,
+    digit, sign or mark kept before it), so no mark is stacked out of sight on a space or an escape."""
+    out, base = [], False
+    for c in text:
+        if c == "\n" and keep_newlines:
+            out.append(c)
+            base = False
+            continue
+        kept = c.isprintable() and not invisible(c)
+        if kept and unicodedata.category(c) in ("Mn", "Me"):
+            kept = base
+        out.append(c if kept else _escaped(c))
+        base = kept and not c.isspace()
+    return "".join(out)
 
 
 def _escaped(c: str) -> str:
@@ -69,8 +106,7 @@ def name_text(path) -> str:
     backslash doubled and every character ``clean`` escapes escaped (a line break too), so two different
     names never give the same text (--resume keys on it) and the text is what ``clean`` leaves as it is."""
     raw = os.fsencode(path).replace(b"\\", b"\\\\")
-    text = raw.decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+    return visible(raw.decode("utf-8", "backslashreplace"), keep_newlines=False)
 
 
 # A spreadsheet reads a cell that starts with one of these as a formula.

@@ -28,7 +28,9 @@ from .rosters import IDENTITY, Roster
 from .protocol import MAX_TOKENS
 
 MAX_ANSWER = 2000  # characters of an answer in the CSV: 2 to 4 sentences are a few hundred
-FIELDS = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]
+# The answer after the question and the rubric, as in every export: it cannot stand where they stand.
+FIELDS = ["submission", "chapter", "status", "question", "rubric", "points_possible", "answer", "points"]
+BEFORE_ISSUE_63 = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]
 WITHHELD = "not in this build (a student build leaves the rubric out): export with the full package"
 # status: answered, cut (longer than MAX_ANSWER), no_answer (empty, or the placeholder untouched),
 # not_read (not JSON, or too many JSON values to parse here), or the notebook's own status where it was
@@ -43,22 +45,15 @@ def explanations_path(out: Path) -> Path:
 
 
 def harmless(text: str) -> tuple[str, str]:
-    """(status, text) for the CSV: every character a terminal or a spreadsheet could act on or hide
-    (controls, bidirectional overrides, zero-width ones) as its visible escape (\\x1b, \\u202e), line breaks
-    kept as "\\n", and at most MAX_ANSWER characters, the cut said at its end."""
+    """(status, text) for the exports: line breaks as "\\n" (a tab, a no-break or other space as a space, a
+    line or paragraph separator as a line break), every character a terminal or a spreadsheet could act on
+    or that does not render as its visible escape (``csvs.clean``: controls, bidirectional overrides,
+    zero-width ones, variation selectors, tag characters, a combining mark with nothing visible to sit on),
+    and at most MAX_ANSWER characters, the cut said at its end."""
     text = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    kept = []
-    for c in text:
-        kind = unicodedata.category(c)
-        if c == "\n" or c.isprintable():
-            kept.append(c)
-        elif kind == "Zs":  # a no-break or other space: a space
-            kept.append(" ")
-        elif kind in ("Zl", "Zp"):  # a line or paragraph separator: a line break
-            kept.append("\n")
-        else:
-            kept.append(c.encode("unicode_escape").decode("ascii"))
-    text = clean("".join(kept)).strip()  # what is left to escape (a lone surrogate), as everywhere
+    text = "".join(" " if unicodedata.category(c) == "Zs" else "\n" if unicodedata.category(c) in ("Zl", "Zp")
+                   else c for c in text)
+    text = clean(text).strip()
     if not text:
         return "no_answer", ""
     if len(text) > MAX_ANSWER:
@@ -149,7 +144,7 @@ def read(path: Path) -> dict[str, dict]:
     try:
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            if reader.fieldnames not in (FIELDS, IDENTITY + FIELDS):
+            if reader.fieldnames not in (FIELDS, IDENTITY + FIELDS, BEFORE_ISSUE_63, IDENTITY + BEFORE_ISSUE_63):
                 raise SystemExit(f"{path} is not an explanations CSV (columns {reader.fieldnames})")
             return {unescape(r["submission"]): {k: unescape(r[k] or "") for k in ("status", "answer", "points")}
                     for r in reader if r.get("roster_status") != "missing_submission"}

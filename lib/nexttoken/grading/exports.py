@@ -186,11 +186,18 @@ def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dic
 
 def explanation_test(row: dict, number: int) -> dict:
     """The explanation as a Gradescope test the instructor reads and the student never sees ("hidden"):
-    no points (the instructor marks it, e.g. in a manually graded question of the assignment)."""
-    output = (f"status: {row['status']}\n\nanswer:\n{row['answer'] or '(none)'}\n\nquestion:\n{row['question']}"
-              f"\n\nrubric ({row['points_possible']} points, to mark by hand):\n{row['rubric']}")
+    no points (the instructor marks it, e.g. in a manually graded question of the assignment). The question
+    and the rubric come first, from the grader; the answer last, each of its lines quoted ("| "), so nothing
+    it holds can pass for a question, a rubric or a note of the grader's."""
+    answer = "\n".join(f"| {line}" for line in clean(row["answer"]).split("\n")) if row["answer"] else "(none)"
+    output = (f"status: {row['status']}\n\nquestion:\n{row['question']}\n\nrubric ({row['points_possible']} points, "
+              f"to mark by hand):\n{row['rubric']}\n\n{ANSWER_HEADING}\n{answer}")
     return {"name": f"{row['chapter']} explanation (marked by your instructor)", "number": str(number),
             "score": 0, "max_score": 0, "status": "passed", "output": clean(output), "visibility": "hidden"}
+
+
+ANSWER_HEADING = ("the learner's answer, as written (each of its lines after \"| \"; a character that does not "
+                  "render is shown as its escape, such as \\u200b):")
 
 
 def github_classroom(rows: list[dict]) -> str:

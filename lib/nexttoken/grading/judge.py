@@ -7,9 +7,12 @@ import threading
 
 from ..recorder.wire import Rejected, decode_outcomes
 
-# Judging builds the tasks' seeded inputs and reference models under torch's global RNG (fork_rng and
-# manual_seed), which is not thread-safe: with --jobs, one judgement at a time.
+# With --jobs, one judgement at a time: its memory cap (RLIMIT_AS) and torch's thread count are the
+# process's. (The inputs it builds draw from generators of their own, common.small_model: no judgement
+# depends on what another thread draws.)
 JUDGING = threading.Lock()
+_counts: dict[tuple[str, str, bool], int] = {}  # (chapter, task, held_out) -> how many inputs judged_cases gives
+_counting = threading.Lock()
 # What judging one task may add to the grader's address space. Judging builds small models and compares
 # outputs the wire has bounded (wire.MAX_NUMEL, MAX_ITEMS): far below this. Past it an allocation fails
 # (MemoryError), and that task gets a grader_error row instead of the kernel killing the whole batch.
@@ -51,6 +54,15 @@ def judged_cases(task, held_out: bool) -> tuple[list[tuple], dict[int, str]]:
     from ..exercises import held_out as held_out_cases
 
     return held_out_cases.judged(task)
+
+
+def case_count(task, held_out: bool) -> int:
+    """How many inputs ``judged_cases`` gives the task: built once per grader, under a lock, to be counted."""
+    key = (task.chapter, task.name, held_out)
+    with _counting:
+        if key not in _counts:
+            _counts[key] = len(judged_cases(task, held_out)[0])
+        return _counts[key]
 
 
 def judge(task, record: dict, held_out: bool = False) -> tuple[str, str]:

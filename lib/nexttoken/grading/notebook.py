@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from ..exercises import CHAPTERS, chapter
 from .assignment import wrong_chapter
 from .csvs import MAX_REASON, Row, clean, notebook_row, task_row
-from .judge import judge, judged_cases, library_calls
+from .judge import case_count, judge, library_calls
 from .orders import next_group, plan
 from .runner import RunResult, Settings, Stop, run_once
 
@@ -43,6 +43,7 @@ class Recording:
     results: dict = field(default_factory=dict)  # task name -> (status, reason)
     calls: dict = field(default_factory=dict)  # task name -> the library_calls column
     cell_errors: dict = field(default_factory=dict)  # learner's code cell number -> error text
+    notes: dict = field(default_factory=dict)  # task name -> the visible run's notes (the recorder's form)
     skip: dict = field(default_factory=dict)  # code cells that hung or crashed: skipped in later runs
 
 
@@ -75,6 +76,7 @@ def rows_of(recording: Recording, name: str, chapter_name: str) -> list[Row]:
     rows = []
     for task_name, task in recording.tasks.items():
         status, reason = recording.results.get(task_name, ("error", NO_OUTPUTS))
+        reason = with_notes(reason, definition_notes(task, status, recording.notes.get(task_name, {})))
         if status in ("missing", "error") and notes:
             reason += f" ({notes[0]})"
         rows.append(task_row(name, f"{chapter_name}.{task_name}", task.points if status == "passed" else 0,
@@ -83,29 +85,70 @@ def rows_of(recording: Recording, name: str, chapter_name: str) -> list[Row]:
     return rows
 
 
+def definition_notes(task, status: str, notes: dict) -> list[str]:
+    """In the grader's words, from the recorder's numbers: which of several cells' definitions of the
+    function was graded (always said), and, where the task did not pass, a top-level loop that did not run
+    but sets a name the function reads."""
+    said = []
+    defined, loop = notes.get("defined"), notes.get("loop")
+    if defined:
+        cells, counts, used = defined["cells"], defined["counts"], defined["used"]
+        where = ", ".join(map(str, cells[:-1])) + f" and {cells[-1]}"
+        if None not in counts and used in cells:
+            said.append(f"{task.function} is defined in code cells {where}: graded with code cell {used}'s, the one "
+                        f"your kernel ran last (execution count {counts[cells.index(used)]})")
+        else:
+            said.append(f"{task.function} is defined in code cells {where}: graded with the last, code cell "
+                        f"{used}'s (the notebook saved no execution counts to say which your kernel ran last)")
+    if loop and status != "passed":
+        said.append(f"code cell {loop['cell']} has a top-level loop (line {loop['line']}) that would set "
+                    f"`{loop['name']}`, which {task.function} reads: the grader runs only a cell's definitions "
+                    f"(imports, def, class, assignments), never a loop; build `{loop['name']}` in one assignment "
+                    f"(a comprehension) or inside {task.function}")
+    return said
+
+
+def with_notes(reason: str, notes: list[str]) -> str:
+    """The notes after the reason's first line, where the CSV's cut at MAX_REASON keeps them."""
+    if not notes:
+        return reason
+    first, newline, rest = reason.partition("\n")
+    return f"{first} ({'; '.join(notes)}){newline}{rest}"
+
+
 def held_out_pass(recording: Recording, data: bytes, chapter_name: str, settings: Settings, slot: int,
                   budget_end: float) -> None:
     """The tasks that passed on their visible inputs, run again on their held-out inputs alone, in runs of
     their own: the runs that showed the learner's text never held a held-out input. What these runs say
-    is the check's own words (``Task.verdict``: a held-out test by its place, an error by its type); their
-    cells' errors, stops and library calls are not repeated (the visible runs reported the same cells)."""
+    is the grader's alone (``held_out_reason``); their cells' errors, stops and library calls are not
+    repeated (the visible runs reported the same cells)."""
     passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
     if not passed:
         return
     hidden = Recording(recording.tasks, skip=dict(recording.skip))
     record(hidden, data, chapter_name, passed, settings, slot, budget_end, None)
     for task_name in passed:
-        status, reason = hidden.results.get(task_name, ("error", "no outputs were recorded"))
-        visible_count = len(recording.tasks[task_name].cases())
-        if status == "passed":
-            count = len(judged_cases(recording.tasks[task_name], True)[0])
-            reason = f"all {visible_count + count} tests passed ({count} of them held out)"
-        elif not reason.startswith(f"{recording.tasks[task_name].function}(...) on held-out test"):
-            reason = f"on the held-out tests: {status}"  # a stop of the run: its detail is not repeated
-        else:
-            reason = f"all {visible_count} visible tests passed, but {reason}"
-        recording.results[task_name] = (status, reason)  # its library_calls: the visible run's (the
-        # held-out run's names come from a process that held the held-out inputs, so they are not used)
+        status, reason = hidden.results.get(task_name, ("error", NO_OUTPUTS))
+        recording.results[task_name] = (status, held_out_reason(recording.tasks[task_name], status, reason))
+        # its library_calls: the visible run's (the held-out run's names come from a process that held the
+        # held-out inputs, so they are not used)
+
+
+# A held-out run that stopped, by the stop's status: the grader's words, never the stop's detail.
+HELD_OUT_STOPS = {"timeout": "it ran past the time limit (--timeout, or the notebook's budget)",
+                  "crashed": "the process running it stopped", "too_much_output": "it sent too much output",
+                  "grader_error": "the grader could not judge it"}
+
+
+def held_out_reason(task, status: str, reason: str) -> str:
+    """The row's reason after the held-out run: a pass counted, a failure by its place (the check's
+    verdict, whose words are ``task.HELD_OUT``'s), anything else by its status alone."""
+    visible, held = case_count(task, False), case_count(task, True)
+    if status == "passed":
+        return f"all {visible + held} tests passed ({held} of them held out)"
+    if reason.startswith(f"{task.function}(...) on held-out test"):
+        return f"all {visible} visible tests passed, but {reason}"
+    return f"all {visible} visible tests passed, but on the held-out tests: {HELD_OUT_STOPS.get(status, status)}"
 
 
 def record(recording: Recording, data: bytes, chapter_name: str, pending: list[str], settings: Settings,
@@ -117,7 +160,7 @@ def record(recording: Recording, data: bytes, chapter_name: str, pending: list[s
     run = first
     while pending:
         if run is None:
-            group, rule = next_group(recording.tasks, pending, settings.use_sandbox)
+            group, rule = next_group(recording.tasks, pending)
             run = run_once(data, chapter_name, plan(group, settings), set(recording.skip), settings, slot,
                            budget_end, rule)
         pending = take_records(recording, run, pending, settings.held_out)
@@ -134,6 +177,8 @@ def take_records(recording: Recording, run: RunResult, pending: list[str], held_
         if task_name in run.records:
             recording.results[task_name] = judge(recording.tasks[task_name], run.records[task_name], held_out)
             recording.calls[task_name] = library_calls(run.records[task_name])
+            if not held_out:  # what a held-out run says is the grader's alone
+                recording.notes[task_name] = run.records[task_name].get("notes") or {}
     return [task_name for task_name in pending if task_name not in recording.results]
 
 

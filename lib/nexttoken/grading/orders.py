@@ -18,7 +18,7 @@ import threading
 from ..exercises import CHAPTERS, chapter
 from ..recorder.calling import RULE
 from ..recorder.wire import pack_order
-from .judge import JUDGING, judged_cases
+from .judge import judged_cases
 
 GENERATE = "nexttoken.generate"
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
@@ -31,9 +31,8 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
     key = (chapter_name, tuple(task_names), held_out)
     with _making:
         if key not in _made:
-            module = chapter(chapter_name)
-            with JUDGING:  # building inputs seeds torch's global random state, as judging does
-                tasks = [order_of(getattr(module, name), held_out) for name in task_names]
+            module = chapter(chapter_name)  # its inputs draw from generators of their own (common.small_model)
+            tasks = [order_of(getattr(module, name), held_out) for name in task_names]
             _made[key] = pack_order({"chapter": chapter_name, "tasks": tasks})
         return _made[key]
 
@@ -51,11 +50,11 @@ def first_tasks(chapter_name: str) -> list[str]:
     return [name for name in module.TASKS if generate_rule(getattr(module, name)) is None]
 
 
-def next_group(tasks: dict, pending: list[str], use_sandbox: bool) -> tuple[list[str], str | None]:
+def next_group(tasks: dict, pending: list[str]) -> tuple[list[str], str | None]:
     """The tasks of ``pending`` the next run records, and the message generate raises in its sandbox
-    (None: the library's own): those that may use generate first, then those that forbid it. Without
-    bubblewrap there is no other library to show: one run, the rule kept by ``calling.forbidding``."""
-    group = [name for name in pending if not use_sandbox or generate_rule(tasks[name]) is None]
+    (None: the library's own): those that may use generate first, then those that forbid it (in a sandbox,
+    or without bubblewrap a package view, whose generate.py has no loop)."""
+    group = [name for name in pending if generate_rule(tasks[name]) is None]
     return (group, None) if group else (pending, generate_rule(tasks[pending[0]]))
 
 
@@ -67,9 +66,7 @@ def plan(tasks: list[str] | None, settings):
         name = message.get("chapter")
         if message.get("notebook") != "read" or name not in CHAPTERS or settings.chapter not in (None, name):
             return [], None
-        chosen = tasks
-        if chosen is None:
-            chosen = first_tasks(name) if settings.use_sandbox else list(chapter(name).TASKS)
+        chosen = first_tasks(name) if tasks is None else tasks
         return chosen, work_order(name, chosen, settings.held_out)
     return order_for
 

@@ -19,36 +19,66 @@ def new_nonce() -> str:
 
 class Lines:
     """The recorder's stream cut into lines that start with this run's nonce. Any other line is dropped as
-    soon as its first bytes show it, so a junk line costs no memory however long it is."""
+    soon as its first bytes show it, so a junk line costs no memory however long it is, and no Python step
+    either: the lines with the nonce are found by searching each chunk for a line break followed by the
+    nonce's prefix (``bytes.find``, in C), so a chunk of 65,536 newlines costs one search, not 65,536 steps."""
 
     def __init__(self, nonce: str):
         self.prefix = b'{"nonce": "' + nonce.encode() + b'"'
-        self.buffer = bytearray()
-        self.junk = False
+        self.marker = b"\n" + self.prefix  # where a line with the nonce starts, inside a chunk
+        self.buffer = bytearray()  # the open line's first bytes, while they may still be the prefix's
+        self.junk = False  # the open line is not one of ours: skip to its end
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """The complete lines with the nonce that ``chunk`` ends. Split once, in C: a chunk of 64 KB of
-        newlines is 65,536 lines, and nothing is copied per line."""
-        *complete, rest = chunk.split(b"\n")
-        lines = []
-        for part in complete:
-            if self.buffer or self.junk:  # the end of a line an earlier chunk began
-                if not self.junk:
-                    self.buffer += part
-                    if self.buffer.startswith(self.prefix):
-                        lines.append(bytes(self.buffer))
-                self.buffer.clear()
-                self.junk = False
-            elif part.startswith(self.prefix):
-                lines.append(part)
-        # The line still open: kept only while its first bytes may still be the nonce's prefix.
-        if not self.junk and rest:
-            self.buffer += rest
+        """The complete lines with the nonce that ``chunk`` ends."""
+        lines: list[bytes] = []
+        start = self._finish_open_line(chunk, lines)
+        while start is not None:
+            start = self._next_line(chunk, start, lines)
+        return lines
+
+    def _finish_open_line(self, chunk: bytes, lines: list) -> int | None:
+        """The line left open by earlier chunks, carried on into ``chunk``: the index where the next line
+        starts, or None if that line goes on past the chunk."""
+        if not self.buffer and not self.junk:  # the chunk starts a line
+            return 0
+        end = chunk.find(b"\n")
+        if not self.junk:
+            self.buffer += chunk if end < 0 else chunk[:end]
             n = min(len(self.buffer), len(self.prefix))
             if self.buffer[:n] != self.prefix[:n]:
-                self.junk = True
-                self.buffer.clear()
-        return lines
+                self.junk, self.buffer = True, bytearray()
+        if end < 0:
+            return None
+        if self.buffer.startswith(self.prefix):
+            lines.append(bytes(self.buffer))
+        self.buffer, self.junk = bytearray(), False
+        return end + 1
+
+    def _next_line(self, chunk: bytes, start: int, lines: list) -> int | None:
+        """From a line's start: the next line with the prefix taken whole, or the chunk's last line opened
+        (kept while it may be ours); the index to go on from, or None at the chunk's end."""
+        if not chunk.startswith(self.prefix, start):
+            found = chunk.find(self.marker, start)
+            if found < 0:  # no line of ours starts in the rest: only its last line may begin to be one
+                last = chunk.rfind(b"\n", start)
+                self._open(chunk[last + 1:] if last >= 0 else chunk[start:])
+                return None
+            start = found + 1
+        end = chunk.find(b"\n", start)
+        if end < 0:
+            self._open(chunk[start:])
+            return None
+        lines.append(chunk[start:end])
+        return end + 1
+
+    def _open(self, rest: bytes) -> None:
+        """The chunk's last, unfinished line: kept while its bytes may still be the nonce's prefix."""
+        n = min(len(rest), len(self.prefix))
+        if rest[:n] == self.prefix[:n]:
+            self.buffer = bytearray(rest)
+        else:
+            self.junk = True
 
 
 def parse_message(line: bytes) -> dict | None:
@@ -67,7 +97,7 @@ FORGED = ("the grader received a message from your process that its recorder did
           "that point (a malformed or forged record: {why}), so this was not graded")
 # The keys of each message the recorder sends, by its kind (the key that names it).
 KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
-        "record": {"record", "outcomes", "library", "tampered"}, "done": {"done"}}
+        "record": {"record", "outcomes", "library", "tampered", "notes"}, "done": {"done"}}
 
 
 def _is_int(value) -> bool:
@@ -76,6 +106,28 @@ def _is_int(value) -> bool:
 
 def _names(value) -> bool:
     return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
+
+
+def _notes(value) -> bool:
+    """A record's notes in the recorder's form (``recorder.notebook.Kernel.notes``): numbers and one short
+    name, from which the grader writes its own words."""
+    if not isinstance(value, dict) or set(value) - {"defined", "loop"}:
+        return False
+    defined, loop = value.get("defined"), value.get("loop")
+    if defined is not None:
+        if not (isinstance(defined, dict) and set(defined) == {"cells", "counts", "used"}):
+            return False
+        cells, counts = defined["cells"], defined["counts"]
+        if not (isinstance(cells, list) and isinstance(counts, list) and 2 <= len(cells) == len(counts) <= 16
+                and all(map(_is_int, cells)) and all(c is None or _is_int(c) for c in counts)
+                and _is_int(defined["used"])):
+            return False
+    if loop is not None:
+        if not (isinstance(loop, dict) and set(loop) == {"cell", "line", "name"} and _is_int(loop["cell"])
+                and _is_int(loop["line"]) and isinstance(loop["name"], str) and loop["name"].isidentifier()
+                and len(loop["name"]) <= 60):
+            return False
+    return True
 
 
 class Sequence:
@@ -115,7 +167,7 @@ class Sequence:
             if not (self.index >= 0 and not self.recorded and value == self.tasks[self.index]):
                 return f"a record of {str(value)[:20]} out of order"
             if not (isinstance(message["outcomes"], list) and _names(message["library"])
-                    and _names(message["tampered"])):
+                    and _names(message["tampered"]) and _notes(message["notes"])):
                 return "a record of the wrong form"
             self.recorded = True
         elif kind == "done":

@@ -96,7 +96,7 @@ def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: li
         cmd = launch + sandbox.bwrap_command(argv(f"{sandbox.SCRATCH}/submission.ipynb"), settings.limits,
                                              notebook_fd, settings.uids[slot], seccomp_fd, generate_fd)
         env, cwd, scratch = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, None, None
-    else:  # no bubblewrap: a plain process with limits, in a scratch folder
+    else:  # no bubblewrap: a plain process with limits, in a scratch folder, importing the package view
         scratch = tempfile.TemporaryDirectory(prefix="nexttoken-grade-")
         path = Path(scratch.name) / "submission.ipynb"
         path.write_bytes(notebook)
@@ -109,7 +109,8 @@ def _start(notebook: bytes, argv, settings: Settings, slot: int, group, keep: li
             for made in (Path(scratch.name), path, Path(scratch.name) / "home", Path(scratch.name) / "tmp"):
                 os.chown(made, uid, uid)
             cmd = launch + sandbox.drop_to(uid) + sandbox.prlimit_args(settings.limits) + argv(str(path))
-        env, cwd = sandbox.minimal_env(f"{scratch.name}/home", f"{scratch.name}/tmp"), scratch.name
+        env = sandbox.view_env(sandbox.minimal_env(f"{scratch.name}/home", f"{scratch.name}/tmp"), without_generate)
+        cwd = scratch.name
     try:
         proc = subprocess.Popen(cmd, pass_fds=keep, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True, env=env, cwd=cwd)

@@ -90,10 +90,21 @@ def _raising_code(message: str):
     return namespace["forbidden"].__code__
 
 
+def _library_function(call: str):
+    """The function a rule names: "nexttoken.causal_mask" (a function of the library, under every name
+    bound to it) or "model.embed" (a Decoder method, through any model or the class)."""
+    owner, _, name = call.partition(".")
+    found = getattr(sys.modules["nexttoken"] if owner == "nexttoken" else Decoder, name, None)
+    if not inspect.isfunction(found):
+        raise ValueError(f"no way to forbid {call!r}: it is not a function of the library")
+    return found
+
+
 @contextlib.contextmanager
 def forbidding(rules: dict[str, str], args):
     """While inside, the calls named in ``rules`` raise an error that quotes the task's rule:
-    "model(...)" (the Decoders among ``args``), "torch.softmax", "nexttoken.generate", "Decoder(...)"."""
+    "model(...)" (the Decoders among ``args``), "torch.softmax", "nexttoken.generate", "Decoder(...)", and any
+    other function of the library ("nexttoken.causal_mask") or method of a Decoder ("model.embed")."""
     undo = []
     try:
         for call, rule in rules.items():
@@ -125,6 +136,10 @@ def forbidding(rules: dict[str, str], args):
                     raise RuntimeError(message)
                 init, Decoder.__init__ = Decoder.__init__, refuse_init
                 undo.append(lambda i=init: setattr(Decoder, "__init__", i))
+            elif call.startswith(("nexttoken.", "model.")):  # any other library function, or a Decoder method
+                function = inspect.unwrap(_library_function(call))
+                code, function.__code__ = function.__code__, _raising_code(message)
+                undo.append(lambda f=function, c=code: setattr(f, "__code__", c))
             else:
                 raise ValueError(f"no way to forbid {call!r}")
         yield

@@ -19,6 +19,8 @@ order (the grader closed the input: another chapter than the assignment's) and i
 
 Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class`` and
 assignments to plain names; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches),
+as the learner's kernel ran them where it can tell (``notebook.Kernel``: of a function defined twice, the
+definition run last; an import this machine lacks costs its line alone; ``x = %time ...``, ``%%writefile``),
 then calls each task's function on its inputs, and writes one JSON message per line, each starting with
 the nonce, to the descriptor the grader passed:
 
@@ -26,7 +28,7 @@ the nonce, to the descriptor the grader passed:
     {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
     {"cell_error": N, "error": "..."}
     {"task": "q1"}                   about to call the function of task q1
-    {"record": "q1", "outcomes": [[kind, value], ...], "library": [...], "tampered": [...]}
+    {"record": "q1", "outcomes": [[kind, value], ...], "library": [...], "tampered": [...], "notes": {...}}
     {"done": true}
 
 Outcome values are plain data: numbers, bools, None, strings, lists, and tensors as
@@ -35,7 +37,10 @@ every message before judging (``wire``, ``nexttoken.grading.judge``). "library" 
 the task re-implements (the order names them) that ran while the learner's function did (reported to the
 instructor, not penalised). "tampered" names the parts of this process that decide what is recorded
 (``run_on``, the rules, the checks of how, this module, builtins, torch.Tensor methods, the profile hook
-that watches for library calls) that the learner's code replaced: that task is then not graded.
+that watches for library calls) that the learner's code replaced: that task is then not graded. "notes"
+says, in numbers and one name, what the task's row should say of how its function was defined (which of
+several cells' definitions was used; a top-level loop that did not run but sets a name it reads): the
+grader checks their form and writes the words.
 
 This process is the learner's, so none of this is a wall: code that digs through memory can make its
 *own* outputs anything it can compute, and so lose or keep its own marks, nothing more. The sandbox keeps
@@ -186,28 +191,27 @@ def read_submission(path: str, chapter: str, send) -> dict:
     return nb
 
 
-def run_definitions(cells: list[str], skip: set[int], send) -> dict:
-    """The namespace the cells' definitions make, each cell announced first and its error reported with the
-    learner's cell number."""
-    namespace = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a notebook
+def run_definitions(cells: list[str], skip: set[int], send, counts: list) -> notebook.Kernel:
+    """The learner's cells run as the grader runs them (``notebook.Kernel``), each announced first and its
+    first error reported with the learner's cell number; then, of a function several cells define, the
+    definition the learner's kernel ran last."""
+    kernel = notebook.Kernel(counts)
     for number, source in enumerate(cells, start=1):
         if number in skip:
             continue
         send({"cell": number})
-        try:
-            code = compile(notebook.definitions(notebook.to_python(source)), f"<code cell {number}>", "exec")
-            exec(code, namespace)
-        except BaseException as exc:  # the learner's error, reported with their cell number
-            error = f"{type(exc).__name__}: {exc}"
-            if str(exc) == calling.NO_THREAD:
-                error += f" ({calling.THREADS_REFUSED})"
+        error = kernel.run_cell(number, source)
+        if error is not None:
             send({"cell_error": number, "error": error[:wire.MAX_STRING]})
-    return namespace
+    kernel.rerun_last_executed()
+    return kernel
 
 
-def record(task: dict, fn, library: set, cells: list[str], parts, before: dict) -> dict:
+def record(task: dict, kernel: notebook.Kernel, library: set, cells: list[str], parts, before: dict) -> dict:
     """The record of one task: its function's outcomes on the order's inputs, the library functions it
-    called, and the parts of the recorder found replaced since before the learner's code ran."""
+    called, the parts of the recorder found replaced since before the learner's code ran, and what its row
+    should say of how the function was defined (``Kernel.notes``)."""
+    fn = kernel.namespace.get(task["function"])
     called: set = set()
     if not callable(fn):
         outcomes = [("missing", notebook.missing_reason(task["function"], cells))]
@@ -224,7 +228,12 @@ def record(task: dict, fn, library: set, cells: list[str], parts, before: dict) 
         json.dumps(sent)
     except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
         sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
-    return {"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5]}
+    try:
+        notes = kernel.notes(task["function"], fn)
+    except Exception:  # what the learner's code made of the namespace: no notes, the outcomes stand
+        notes = {}
+    return {"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5],
+            "notes": notes}
 
 
 def main(argv=None):
@@ -250,10 +259,11 @@ def main(argv=None):
     if args.no_threads_fd is not None:
         refuse_threads(args.no_threads_fd)
     cells = notebook.code_cells(nb)
-    namespace = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send)
+    kernel = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send,
+                             notebook.execution_counts(nb))
     for task in order["tasks"]:
         send({"task": task["name"]})
-        send(record(task, namespace.get(task["function"]), library[task["name"]], cells, parts, before))
+        send(record(task, kernel, library[task["name"]], cells, parts, before))
     send({"done": True})
     sys.stdout.flush()
     os._exit(0)  # no atexit hooks or threads of the learner's run after the report

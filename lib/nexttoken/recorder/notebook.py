@@ -2,8 +2,12 @@
 that define names (the only ones the recorder runs)."""
 
 import ast
+import builtins
+import importlib
 import json
+import os
 import re
+import sys
 
 # The course's chapters, as nexttoken.exercises names them; the stand-in for that package inside the sandbox
 # (``stand_in``) and the package itself read them from here.
@@ -157,3 +161,254 @@ def missing_reason(function: str, cells: list[str]) -> str:
             "loop, a function call or a cell magic other than %%time and %%capture): the grader runs only a "
             "cell's definitions (imports, def, class, assignments, and those inside if, try and with). "
             f"Define {function} at the top level of its cell")
+
+
+def execution_counts(nb: dict) -> list[int | None]:
+    """Each code cell's execution count, as the notebook saved it (None: never run, or not saved)."""
+    counts = []
+    for cell in nb.get("cells", []):
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            n = cell.get("execution_count")
+            counts.append(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None)
+    return counts
+
+
+class Shell:
+    """What ``get_ipython()`` is while grading: enough of IPython's shell for the magics that a definition can
+    hold once IPython has turned them into Python (``t = %time f(x)`` is ``t = get_ipython().run_line_magic(
+    'time', 'f(x)')``), each done as a notebook does it; any other is named in the cell's error."""
+
+    def __init__(self, namespace: dict):
+        self.namespace = namespace
+
+    def get(self):
+        return self
+
+    def run_line_magic(self, name: str, line: str):
+        if name == "time":  # the expression's value, as %time returns it
+            try:
+                return eval(compile(line, "<%time>", "eval"), self.namespace)
+            except SyntaxError:
+                exec(compile(line, "<%time>", "exec"), self.namespace)
+                return None
+        if name == "timeit":  # %timeit returns None (its timings are printed); what it runs defines nothing
+            return None
+        raise RuntimeError(f"%{name} is an IPython magic the grader does not run (only definitions run while grading)")
+
+    def run_cell_magic(self, name: str, line: str, cell: str):
+        raise RuntimeError(f"%%{name} is an IPython cell magic the grader does not run")
+
+    def getoutput(self, command: str):
+        raise RuntimeError(f"!{command}: shell commands do not run while grading")
+
+    system = getoutput
+
+
+def write_file(source: str) -> bool:
+    """A ``%%writefile [-a] PATH`` cell written as IPython writes it (its body into PATH, from the current
+    folder, which the recorder's Python imports from), so that a later cell can import it; False for any
+    other cell."""
+    lines = source.lstrip("\n").split("\n")
+    words = lines[0].strip().split()
+    if not words or words[0] != "%%writefile":
+        return False
+    paths = [w for w in words[1:] if w not in ("-a", "--append")]
+    if len(paths) != 1:
+        raise ValueError("%%writefile needs one file name")
+    mode = "a" if len(paths) < len(words) - 1 else "w"
+    with open(os.path.expanduser(paths[0].strip("'\"")), mode, encoding="utf-8") as f:
+        f.write("\n".join(lines[1:]))
+    importlib.invalidate_caches()
+    return True
+
+
+TYPE_STATEMENT = re.compile(r"^\s*type\s+[A-Za-z_]\w*\s*(\[[^\]]*\])?\s*=")
+TYPE_PARAMETERS = re.compile(r"^\s*((async\s+)?def|class)\s+[A-Za-z_]\w*\s*\[")
+F_STRING = re.compile(r"(?i)(?<![\w'\"])(?:rf|fr|f)(\"\"\"|'''|\"|')")
+
+
+def newer_syntax(source: str, error: SyntaxError) -> str | None:
+    """Where a cell does not compile because a line is syntax of a newer Python than the grader's (Python
+    3.12's f-strings, ``type`` statements, type parameters): "line 3 needs Python 3.12 (...); the grader runs
+    Python 3.11", else None."""
+    lines = source.split("\n")
+    if sys.version_info >= (3, 12) or not error.lineno or error.lineno > len(lines):
+        return None
+    line = lines[error.lineno - 1]
+    feature = _f_string_of_312(line)
+    if feature is None and TYPE_STATEMENT.match(line):
+        feature = "a type statement, type X = ..."
+    if feature is None and TYPE_PARAMETERS.match(line):
+        feature = "type parameters in brackets, def f[T](...)"
+    if feature is None:
+        return None
+    return (f"line {error.lineno} needs Python 3.12 ({feature}); the grader runs Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}, so this cell did not run")
+
+
+def _f_string_of_312(line: str) -> str | None:
+    """What an f-string on ``line`` holds inside its braces that only Python 3.12 reads: its own quotes, a
+    backslash, a comment."""
+    for found in F_STRING.finditer(line):
+        quote, i, depth = found.group(1), found.end(), 0
+        while i < len(line) and not (depth == 0 and line.startswith(quote, i)):
+            if line.startswith("{{", i) and depth == 0:
+                i += 2
+                continue
+            c = line[i]
+            depth += (c == "{") - (c == "}" and depth > 0)
+            if depth and line.startswith(quote, i):
+                return "an f-string that uses its own quotes inside its braces"
+            if depth and c in "\\#":
+                return "a backslash inside an f-string's braces" if c == "\\" else "a comment inside an f-string"
+            i += 1
+    return None
+
+
+def loop_names(node: ast.AST, imported: set[str]) -> set[str]:
+    """The names a loop that does not run would have set or changed: every name it assigns, and every name
+    whose items or attributes it sets or whose method it calls (``table[i] = ...``, ``rows.append(...)``),
+    modules aside (``imported``)."""
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            names.add(sub.id)
+        elif isinstance(sub, (ast.Subscript, ast.Attribute)) and isinstance(sub.ctx, ast.Store):
+            while isinstance(sub, (ast.Subscript, ast.Attribute)):
+                sub = sub.value
+            if isinstance(sub, ast.Name):
+                names.add(sub.id)
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and isinstance(sub.func.value, ast.Name):
+            names.add(sub.func.value.id)
+    return names - imported
+
+
+def global_names(fn) -> set[str]:
+    """The global names a function's code (and the code nested in it) reads."""
+    code = getattr(fn, "__code__", None)
+    found, todo = set(), [code] if code is not None else []
+    while todo:
+        code = todo.pop()
+        found.update(code.co_names)
+        todo += [c for c in code.co_consts if hasattr(c, "co_names")]
+    return found
+
+
+class Kernel:
+    """The learner's cells as the grader runs them, in one namespace (the notebook's module): each cell's
+    definitions (``definitions``) statement by statement, where an import of a module this machine lacks
+    costs only its own line, a ``%%writefile`` cell writes its file, and ``get_ipython()`` is a ``Shell``; then,
+    for a function or class that several cells define, the definition the learner's kernel ran last (by the
+    execution counts the notebook saved). It remembers what a task's row should say of how it was defined:
+    ``notes``."""
+
+    def __init__(self, counts: list):
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a notebook
+        self.namespace["get_ipython"] = Shell(self.namespace).get
+        self.counts = counts
+        self.defined: dict[str, dict[int, ast.AST]] = {}  # name -> {cell: its def or class there}
+        self.loops: list[tuple[int, int, set]] = []  # (cell, line, names it would set) of top-level loops
+        self.imported: set[str] = set()  # names bound by imports (modules: a loop calling them changes nothing)
+        self.lacking: set[str] = set()  # names whose import was skipped: this machine lacks the module
+        self.redefined: dict[str, dict] = {}  # name -> {"cells", "counts", "used"}
+
+    def run_cell(self, number: int, source: str) -> str | None:
+        """Run one cell's definitions; what went wrong first, in words (an error, a skipped import), or None."""
+        try:
+            if write_file(source):
+                return None
+            python = to_python(source)
+        except Exception as exc:
+            return _error_text(exc)
+        try:
+            tree = definitions(python)
+        except SyntaxError as exc:
+            newer = newer_syntax(python, exc)
+            return f"{newer} (SyntaxError: {exc})" if newer else f"SyntaxError: {exc}"
+        self.loops += [(number, node.lineno, loop_names(node, set()))
+                       for node in ast.parse(python).body if isinstance(node, (ast.For, ast.AsyncFor, ast.While))]
+        first = None
+        for node in _one_import_each(tree.body):
+            try:
+                exec(compile(ast.Module([node], []), f"<code cell {number}>", "exec"), self.namespace)
+            except BaseException as exc:  # the learner's error, reported with their cell number
+                skipped = self._lacking(node, exc)
+                if skipped is None:
+                    return first or _error_text(exc)
+                first = first or skipped
+                continue
+            self._note_definition(number, node)
+        return first
+
+    def _lacking(self, node, exc: BaseException) -> str | None:
+        """What a statement that failed only for a module this machine lacks (or a name such an import would
+        have bound) says; None where it failed otherwise (the cell stops there, as in a kernel)."""
+        if isinstance(exc, ModuleNotFoundError) and isinstance(node, (ast.Import, ast.ImportFrom)) and exc.name:
+            self.lacking.update(alias.asname or alias.name.partition(".")[0] for alias in node.names)
+            return (f"ModuleNotFoundError: No module named {exc.name!r} (line {node.lineno}): the grading machine "
+                    "lacks that module, so that line was skipped and the rest of the cell ran")
+        if isinstance(exc, NameError) and getattr(exc, "name", None) in self.lacking:
+            return (f"NameError: {exc} (line {getattr(node, 'lineno', '?')}): the grading machine lacks its module, "
+                    "so that line was skipped")
+        return None
+
+    def _note_definition(self, number: int, node) -> None:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.imported.update(alias.asname or alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.defined.setdefault(node.name, {})[number] = node
+
+    def rerun_last_executed(self) -> None:
+        """For each function or class that several cells define, the definition of the cell the learner's
+        kernel ran last (the highest execution count; the notebook's last where counts are missing), run
+        again where that is not the last in the notebook (which ran last here)."""
+        for name, places in self.defined.items():
+            if len(places) < 2:
+                continue
+            cells = sorted(places)
+            counts = [self.counts[n - 1] if n - 1 < len(self.counts) else None for n in cells]
+            used = cells[-1]
+            if None not in counts:
+                used = cells[counts.index(max(counts))]
+            self.redefined[name] = {"cells": cells[:16], "counts": counts[:16], "used": used}
+            if used != cells[-1]:
+                try:
+                    exec(compile(ast.Module([places[used]], []), f"<code cell {used}>", "exec"), self.namespace)
+                except BaseException:  # as it ran in its cell, before: the notebook's last stays
+                    self.redefined[name]["used"] = cells[-1]
+
+    def notes(self, function: str, fn) -> dict:
+        """What the grader says in a task's row of how its function was defined: which of several cells'
+        definitions was used ("defined"), and a top-level loop that did not run but sets a name the
+        function (or a function it calls) reads ("loop")."""
+        notes = {}
+        if function in self.redefined:
+            notes["defined"] = self.redefined[function]
+        reads = global_names(fn)
+        for name in list(reads):
+            reads |= global_names(self.namespace.get(name))
+        for cell, line, names in self.loops:
+            hit = sorted((names - self.imported) & reads)
+            if hit:
+                notes["loop"] = {"cell": cell, "line": line, "name": hit[0][:60]}
+                break
+        return notes
+
+
+def _one_import_each(body: list) -> list:
+    """The statements, an ``import a, b`` split into one import a name, so that a lacking module costs
+    only its own import."""
+    out = []
+    for node in body:
+        if isinstance(node, ast.Import) and len(node.names) > 1:
+            out += [ast.copy_location(ast.Import(names=[alias]), node) for alias in node.names]
+        else:
+            out.append(node)
+    return out
+
+
+def _error_text(exc: BaseException) -> str:
+    from .calling import NO_THREAD, THREADS_REFUSED
+
+    error = f"{type(exc).__name__}: {exc}"
+    return error + (f" ({THREADS_REFUSED})" if str(exc) == NO_THREAD else "")

@@ -6,13 +6,11 @@ order names it by its key in ``WATCHES``, since these run inside the sandbox, be
 """
 
 import contextlib
-import inspect
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..model import causal_mask as _library_causal_mask
-from .calling import RULE, _raising_code, counted, tokens
+from .calling import counted, tokens
 
 @contextlib.contextmanager
 def draws_from(args):
@@ -120,25 +118,9 @@ def reads_each_token_once(args):
                           f"P + max_new_tokens - 1 = {sum(want)} in all")
 
 
-@contextlib.contextmanager
-def builds_its_own_mask(args):
-    """The rule of chapter 2's q1, as ``Task(forbid=...)`` words it for the other rebuilt functions (the
-    forbidding itself lives in calling.py, which names a fixed set of calls): nexttoken.causal_mask raises,
-    with the rule, while the learner's function runs, under every name bound to it."""
-    function = inspect.unwrap(_library_causal_mask)
-    code, function.__code__ = function.__code__, _raising_code(
-        f"{RULE}nexttoken.causal_mask was called, but the task says: build the mask yourself (torch.ones and "
-        "torch.tril): nexttoken.causal_mask is what you are rebuilding")
-    try:
-        yield []
-    finally:
-        function.__code__ = code
-
-
 def short(counts):
     return str(counts) if len(counts) <= 8 else f"[{', '.join(map(str, counts[:8]))}, ...] ({len(counts)} passes)"
 
 
 WATCHES = {watch.__name__: watch for watch in
-           (draws_from, head_on_last_position_only, draws_from_generator, reads_each_token_once,
-             builds_its_own_mask)}
+           (draws_from, head_on_last_position_only, draws_from_generator, reads_each_token_once)}

@@ -53,7 +53,8 @@ def examples(model, n_sampled=3, max_new_tokens=80) -> dict[str, list[str]]:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m nexttoken.evaluate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nexttoken.evaluate",
+                                     description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--corpus", required=True, help="path to tinyshakespeare.txt")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)

@@ -85,7 +85,7 @@ def learning_rate(step: int, args) -> float:
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m nexttoken.train", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m nexttoken.train", description=(__doc__ or "").partition("\n")[0])
     p.add_argument("--recipe", choices=sorted(RECIPES),
                    help="run a recorded multi-phase recipe; the other training options are not allowed with it")
     p.add_argument("--corpus", required=True, help="path to tinyshakespeare.txt")
@@ -158,7 +158,8 @@ def run_recipe(args) -> None:
 
 
 def train_once(args) -> dict:
-    """One training run as the options say; writes weights and metrics.json into ``args.out``."""
+    """One training run as the options say; writes weights and metrics.json into ``args.out``. ``args`` is
+    read, not changed: with ``--init-from`` the architecture (context length included) is the saved model's."""
     torch.manual_seed(args.seed)
     batches = torch.Generator().manual_seed(args.seed)
     train, valid = load_corpus(args.corpus)
@@ -168,7 +169,6 @@ def train_once(args) -> dict:
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
                 module.p = args.dropout
-        args.context_length = model.config.context_length
     else:
         config = DecoderConfig(
             context_length=args.context_length, d_model=args.d_model, n_layers=args.n_layers,
@@ -176,6 +176,7 @@ def train_once(args) -> dict:
         )
         model = Decoder(config)
     model.train()
+    context_length = model.config.context_length
     # Weight decay on matrices only, not on norms and biases (the usual GPT recipe).
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -191,7 +192,7 @@ def train_once(args) -> dict:
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, args)
-        inputs, targets = random_windows(train, args.batch_size, args.context_length, batches)
+        inputs, targets = random_windows(train, args.batch_size, context_length, batches)
         loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -208,7 +209,7 @@ def train_once(args) -> dict:
     metrics = {
         "train_loss": validation_loss(model, train[: len(valid)]),  # same-size slice, dropout off
         "val_loss": validation_loss(model, valid),
-        "tokens_seen": last_step * args.batch_size * args.context_length,
+        "tokens_seen": last_step * args.batch_size * context_length,
         "train_tokens": len(train),
         "val_tokens": len(valid),
         "parameters": model.num_parameters(),

@@ -21,20 +21,22 @@ The mechanism knows nothing of the course; the course's policy is one module:
     limits.py    Limits, prlimit's arguments, SandboxError    seccomp.py   the two seccomp filters
     cgroups.py   a cgroup per sandbox (v2 or v1)                users.py     sandbox user ids, killing
     launcher.py  into its cgroup and keyring; memfds           bwrap.py     bubblewrap's command line
-    policy.py    the course's: the allow-list, the generate-less copy, the environment, the probes
+    policy.py    the course's: the allow-list (bound, or copied for --no-sandbox), the generate-less copy,
+                 the environment, the probes
 """
 
 from .bwrap import HOME, SCRATCH, bwrap_path
 from .cgroups import CGROUP_MESSAGE, Cgroups, Group, find_cgroups
 from .launcher import launcher, memfd_with
 from .limits import Limits, SandboxError, prlimit_args
-from .policy import (INSIDE, INSTALL_MESSAGE, LIBRARY, SHOWN, STAND_IN, bwrap_command, can_run_as, check_bwrap,
-                     hidden, minimal_env, package_folder, shown, without_generate)
+from .policy import (INSIDE, INSTALL_MESSAGE, LIBRARY, SHOWN, STAND_IN, allow_list_problem, bwrap_command, can_run_as,
+                     check_bwrap, hidden, minimal_env, package_folder, package_reachable_by, shown, view_env,
+                     without_generate)
 from .seccomp import seccomp_filter
 from .users import FIRST_UID, allocate_uids, drop_to, kill_user, processes_of
 
 __all__ = ["CGROUP_MESSAGE", "FIRST_UID", "HOME", "INSIDE", "INSTALL_MESSAGE", "LIBRARY", "SCRATCH", "SHOWN",
-           "STAND_IN", "Cgroups", "Group", "Limits", "SandboxError", "allocate_uids", "bwrap_command",
-           "bwrap_path", "can_run_as", "check_bwrap", "drop_to", "find_cgroups", "hidden", "kill_user", "launcher",
-           "memfd_with", "minimal_env", "package_folder", "prlimit_args", "processes_of", "seccomp_filter",
-           "shown", "without_generate"]
+           "STAND_IN", "Cgroups", "Group", "Limits", "SandboxError", "allocate_uids", "allow_list_problem",
+           "bwrap_command", "bwrap_path", "can_run_as", "check_bwrap", "drop_to", "find_cgroups", "hidden",
+           "kill_user", "launcher", "memfd_with", "minimal_env", "package_folder", "package_reachable_by",
+           "prlimit_args", "processes_of", "seccomp_filter", "shown", "view_env", "without_generate"]

@@ -3,9 +3,13 @@ for the tasks that forbid ``nexttoken.generate``, the submission's environment, 
 whether a sandbox can run the recorder here. The mechanism (bwrap, limits, seccomp, cgroups, users) is in
 the modules beside this one, which know nothing of the course."""
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 from . import bwrap
@@ -30,7 +34,7 @@ INSTALL_MESSAGE = (
 # ``nexttoken.exercises`` is there as the recorder's stand-in (STAND_IN), a package with no task in it.
 # (A student's wheel is another list: it keeps the exercises and lacks the solutions and held-out inputs,
 # scripts/build_student_package.py's WITHHELD.)
-LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast.py", "generate.py", "hf.py", "model.py",
+LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast", "generate.py", "hf.py", "model.py",
            "plots.py", "pretrained.py", "smollm2.py", "timing.py", "tokenizer.py", "assets", "pretrained")
 INSIDE = "recorder"  # the package nexttoken.recorder
 SHOWN = LIBRARY + (INSIDE,)
@@ -56,8 +60,8 @@ def shown(package: Path, generate: bool = True) -> list[tuple[str, str]]:
 
 
 def hidden(package: Path) -> list[Path]:
-    """What of ``package`` is not on the allow-list (its compiled copies aside), for a container that runs
-    the submission without a sandbox to make root's alone (scripts/gradescope/setup.sh)."""
+    """What of ``package`` is not on the allow-list (its compiled copies aside): never in a sandbox, nor in
+    the package view a run without bubblewrap imports (``PackageView``)."""
     return sorted(p for p in package.iterdir() if p.name not in SHOWN and p.name != "__pycache__")
 
 
@@ -119,26 +123,120 @@ def python_roots() -> list[str]:
 def bwrap_command(argv: list[str], limits: Limits, notebook_fd: int, uid: int | None,
                   seccomp_fd: int | None = None, generate_fd: int | None = None) -> list[str]:
     """The command that runs ``argv`` in a fresh sandbox (``bwrap.command``) showing the Python installation
-    and, of the package, the allow-list; ``generate_fd``, where given, holds the ``generate.py`` the sandbox
-    sees in place of the library's (``without_generate``). ``uid``: ``users.allocate_uids``'s, when the
-    grader is root; ``seccomp_fd``: the filter (``seccomp_filter``)."""
-    roots, package = python_roots(), package_folder()
-    shown_in_roots = any(str(package).startswith(root + os.sep) for root in roots)
-    within = package_binds(package, generate_fd) if shown_in_roots else []
-    return bwrap.command(argv, limits, notebook_fd, uid, seccomp_fd, roots, within, minimal_env(bwrap.HOME, "/tmp"))
+    and, of the package, the allow-list, bound from the package's own files wherever it is installed (a
+    virtual environment, the repository's lib/, or /usr and /usr/local, which the sandbox shows whole);
+    ``generate_fd``, where given, holds the ``generate.py`` the sandbox sees in place of the library's
+    (``without_generate``). ``uid``: ``users.allocate_uids``'s, when the grader is root; ``seccomp_fd``: the
+    filter (``seccomp_filter``). Raises SandboxError where the allow-list cannot be shown
+    (``allow_list_problem``): never a sandbox with the whole package in it."""
+    package = package_folder()
+    problem = allow_list_problem(package)
+    if problem is not None:
+        raise SandboxError(problem)
+    within = package_binds(package, generate_fd)
+    return bwrap.command(argv, limits, notebook_fd, uid, seccomp_fd, python_roots(), within,
+                         minimal_env(bwrap.HOME, "/tmp"))
+
+
+def allow_list_problem(package: Path) -> str | None:
+    """None where the sandbox can show ``package``'s allow-list from its own files, else what the machine
+    must provide: the package as a folder of files (not a zip, not a namespace), holding the stand-in."""
+    needed = ["__init__.py", "generate.py", INSIDE, STAND_IN[0]]
+    missing = [name for name in needed if not (package / name).exists()]
+    if package.is_dir() and not missing:
+        return None
+    what = f"lacks {', '.join(missing)}" if package.is_dir() else "is not a folder"
+    return (f"the grader shows a submission only the allow-list of the nexttoken package, bound from the package's "
+            f"own files, and cannot here: {package} {what}. "
+            "The machine must provide nexttoken installed as a folder of files (pip install of the course's "
+            "wheel or repository, into a virtual environment, site-packages, /usr or /usr/local), with its "
+            "recorder; the grader never runs a submission beside the whole package")
+
+
+# Run inside a sandbox (or, without bubblewrap, as the submission's user): the recorder imports, and the
+# nexttoken.exercises it finds is the stand-in, with no task, held-out input or grader beside it. Exit 73: not.
+PROBE = ("import importlib.util, sys\nimport nexttoken.recorder.main\nfrom nexttoken import exercises\n"
+         "stand_in = hasattr(exercises, 'NotWhileGrading')\n"
+         "more = [n for n in ('nexttoken.exercises.task', 'nexttoken.exercises.held_out', 'nexttoken.grading')\n"
+         "        if importlib.util.find_spec(n) is not None]\n"
+         "sys.exit(0 if stand_in and not more else 73)\n")
+NOT_THE_STAND_IN = 73
 
 
 def can_run_as(uid: int, limits: Limits) -> bool:
-    """Whether the unprivileged ``uid`` can start this Python and import the recorder (without bubblewrap,
-    which binds them in: the interpreter may live where only root can reach it, e.g. under /root), started
-    exactly as a run without bubblewrap starts it."""
+    """Whether the unprivileged ``uid`` can start this Python and import the recorder from the package view
+    (``package_view``), finding the stand-in there (without bubblewrap, which binds them in: the interpreter
+    may live where only root can reach it, e.g. under /root), started exactly as a run without bubblewrap
+    starts it."""
     try:
-        done = subprocess.run(drop_to(uid) + prlimit_args(limits)
-                              + [sys.executable, "-c", "import nexttoken.recorder.main"],
-                              env=minimal_env("/tmp", "/tmp"), cwd="/", capture_output=True, timeout=300)
+        done = subprocess.run(drop_to(uid) + prlimit_args(limits) + [sys.executable, "-c", PROBE],
+                              env=view_env(minimal_env("/tmp", "/tmp"), None), cwd="/", capture_output=True,
+                              timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
+
+
+def package_reachable_by(uid: int) -> bool:
+    """Whether ``uid`` can open the installed package's folder (the exercises, held-out inputs and the grader
+    in it), which a run without bubblewrap must not let it: there the view is all it may read."""
+    try:
+        done = subprocess.run(drop_to(uid) + ["/bin/sh", "-c", 'test -x "$0" && test -r "$0"', str(package_folder())],
+                              env={"PATH": "/usr/bin:/bin"}, cwd="/", capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return done.returncode == 0
+
+
+class PackageView:
+    """For a run without bubblewrap (--no-sandbox): a folder, put first on the recorder's PYTHONPATH, that
+    holds what a sandbox shows of the package, copied from its own files: the allow-list, the stand-in as
+    ``exercises/__init__.py`` and, for the tasks that forbid ``nexttoken.generate``, ``generate.py`` without
+    it (``without_generate``). Made once per message, under a lock, read-only for everyone, and removed when
+    the grader exits. The installed package itself must then be out of the submission's reach
+    (``package_reachable_by``; scripts/gradescope/setup.sh makes it root's alone)."""
+
+    def __init__(self):
+        self.folder: Path | None = None
+        self.made: dict[str | None, str] = {}  # the message generate raises (None: the library's) -> the folder
+        self.lock = threading.Lock()
+
+    def path(self, message: str | None) -> str:
+        with self.lock:
+            if message not in self.made:
+                if self.folder is None:
+                    self.folder = Path(tempfile.mkdtemp(prefix="nexttoken-view-"))
+                    self.folder.chmod(0o755)
+                    atexit.register(shutil.rmtree, self.folder, True)
+                self.made[message] = str(self.make(self.folder / f"view{len(self.made)}", message))
+            return self.made[message]
+
+    @staticmethod
+    def make(where: Path, message: str | None) -> Path:
+        package = package_folder()
+        problem = allow_list_problem(package)
+        if problem is not None:
+            raise SandboxError(problem)
+        for source, place in shown(package, generate=message is None):
+            target = where / "nexttoken" / Path(place).relative_to(package)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if Path(source).is_dir():
+                shutil.copytree(source, target)
+            else:
+                shutil.copy2(source, target)  # its time kept: the compiled copies beside it stay valid
+        if message is not None:
+            (where / "nexttoken" / "generate.py").write_bytes(without_generate(message))
+        for path in [where, *where.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        return where
+
+
+_VIEW = PackageView()
+
+
+def view_env(env: dict[str, str], message: str | None) -> dict[str, str]:
+    """``env`` with the package view first on PYTHONPATH: a run without bubblewrap imports nexttoken from there."""
+    return {**env, "PYTHONPATH": _VIEW.path(message)}
 
 
 def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str | None:
@@ -152,9 +250,11 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
     except SandboxError as exc:
         return str(exc)
     try:
-        probe = [sys.executable, "-c", "import nexttoken.recorder.main"]
+        probe = [sys.executable, "-c", PROBE]
         cmd = launcher(group) + bwrap_command(probe, limits, fds[0], uid, fds[1])
         result = subprocess.run(cmd, pass_fds=fds, capture_output=True, text=True, timeout=300)
+    except SandboxError as exc:
+        return str(exc)
     except subprocess.TimeoutExpired:
         return "a sandbox did not start Python and torch within 300 s: is the machine overloaded?"
     finally:
@@ -163,6 +263,11 @@ def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str
         if group is not None:
             group.kill()
             group.remove()
+    if result.returncode == NOT_THE_STAND_IN:
+        return (f"a sandbox here shows more of the nexttoken package than its allow-list ({package_folder()}): "
+                "its exercises or its grader are importable inside, so the grader refuses. The machine must "
+                "provide the package as one folder of files that the sandbox binds from (not a second copy on "
+                "the interpreter's path)")
     if result.returncode != 0:
         why = result.stderr.strip()[-800:]
         if "namespace" in why or "Operation not permitted" in why:  # e.g. an unprivileged container

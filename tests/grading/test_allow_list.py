@@ -1,0 +1,75 @@
+"""The sandbox's allow-list wherever the package is installed (issue 63). With nexttoken under /usr (a
+system-wide pip, a Docker ``python`` image) ``python_roots`` drops every /usr root, and the sandbox used to
+get no allow-list at all: the whole package, held-out inputs and solutions included, and no generate-less
+copy. Now the package's own files are bound from where they are, a package that cannot be shown so is
+refused, and a run without bubblewrap imports a copy of what a sandbox shows (the package view). The
+grading runs through such installs are in test_grade_round6.py."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nexttoken.grading import sandbox
+from nexttoken.grading.sandbox import policy
+
+PACKAGE = policy.package_folder()
+
+
+def binds_of(cmd: list[str]) -> dict[str, str]:
+    """{where it appears: what is bound there} of a bwrap command's read-only binds."""
+    return {cmd[i + 2]: cmd[i + 1] for i, a in enumerate(cmd) if a == "--ro-bind"}
+
+
+@pytest.mark.parametrize("roots", [[], ["/usr/local"]])
+def test_a_package_the_sandbox_shows_with_usr_gets_its_allow_list_bound_from_where_it_is(monkeypatch, roots):
+    """python_roots() as it is for a package under /usr or /usr/local (those roots are dropped: the sandbox
+    shows /usr whole). Before issue 63: no --tmpfs over the package, so every file of it was in the sandbox."""
+    monkeypatch.setattr(policy, "python_roots", lambda: roots)
+    cmd = sandbox.bwrap_command(["python"], sandbox.Limits(), 3, 61000, 4)
+    at = cmd.index("--tmpfs", cmd.index(str(PACKAGE)) - 1)
+    assert cmd[at + 1] == str(PACKAGE) and cmd.index("--remount-ro", at) > at
+    binds = binds_of(cmd[at:])
+    assert binds[str(PACKAGE / "exercises" / "__init__.py")] == str(PACKAGE / "recorder" / "stand_in.py")
+    assert str(PACKAGE / "exercises" / "held_out.py") not in binds and str(PACKAGE / "grading") not in binds
+    assert binds[str(PACKAGE / "generate.py")] == str(PACKAGE / "generate.py")
+
+
+def test_a_package_that_is_not_a_folder_of_files_is_refused_with_what_the_machine_must_provide(monkeypatch, tmp_path):
+    zipped = tmp_path / "nexttoken.zip" / "nexttoken"
+    monkeypatch.setattr(policy, "package_folder", lambda: zipped)
+    with pytest.raises(sandbox.SandboxError, match="installed as a folder of files"):
+        sandbox.bwrap_command(["python"], sandbox.Limits(), 3, 61000, 4)
+    assert "is not a folder" in sandbox.check_bwrap(sandbox.Limits(), None, 61000)
+    lacking = tmp_path / "nexttoken"
+    (lacking / "recorder").mkdir(parents=True)
+    (lacking / "__init__.py").write_text("")
+    monkeypatch.setattr(policy, "package_folder", lambda: lacking)
+    assert "lacks generate.py, recorder/stand_in.py" in policy.allow_list_problem(lacking)
+
+
+def test_without_bubblewrap_the_recorder_imports_a_view_of_the_allow_list_and_the_stand_in():
+    view = Path(sandbox.view_env({}, None)["PYTHONPATH"]) / "nexttoken"
+    files = {p.relative_to(view).as_posix() for p in view.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    assert "exercises/__init__.py" in files and "recorder/main.py" in files and "generate.py" in files
+    assert not {f for f in files if f.startswith(("grading/", "training/")) or f.startswith("exercises/")
+                and f != "exercises/__init__.py"}
+    assert (view / "exercises" / "__init__.py").read_bytes() == (PACKAGE / "recorder" / "stand_in.py").read_bytes()
+    assert all(p.stat().st_mode & 0o777 in (0o644, 0o755) for p in view.rglob("*"))
+    env = {"PATH": "/usr/bin:/bin", **sandbox.view_env({}, None)}
+    done = subprocess.run([sys.executable, "-c", policy.PROBE], env=env, cwd="/", capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the full package on the path instead: the probe finds it and says so
+    done = subprocess.run([sys.executable, "-c", policy.PROBE], env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                          capture_output=True, timeout=300)
+    assert done.returncode == policy.NOT_THE_STAND_IN, done.stderr[-2000:]
+
+
+def test_the_view_for_the_tasks_that_forbid_generate_has_no_loop_to_save_or_read():
+    rule = "forbidden call: nexttoken.generate was called, but the task says: write the loop yourself"
+    view = Path(sandbox.view_env({}, rule)["PYTHONPATH"]) / "nexttoken"
+    assert (view / "generate.py").read_bytes() == sandbox.without_generate(rule)
+    assert not list((view / "__pycache__").glob("generate.*.pyc"))
+    assert sandbox.view_env({}, rule) == sandbox.view_env({}, rule)  # made once
+    assert sandbox.view_env({}, None) != sandbox.view_env({}, rule)
