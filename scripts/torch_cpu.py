@@ -7,7 +7,8 @@ and macOS's wheel, which is CPU-only): no other build of that version can instal
 finds one. scripts/setup.sh installs that entry first, alone (from a copy pip finds without the network,
 else from INDEX), then the rest of the lock from PyPI, where torch is then already satisfied.
 
-    python3 scripts/torch_cpu.py requirement [LOCK]   prints torch's entry of LOCK (requirements.txt)
+    python3 scripts/torch_cpu.py install PYTHON      installs the lock's torch entry into PYTHON's environment
+                                                      (scripts/setup.sh; TORCH_INDEX: another copy of INDEX)
     python3 scripts/torch_cpu.py relock NEW OLD       rewrites torch's entry of NEW, pip-compile's fresh
                                                       output, with the CPU wheels' hashes (scripts/lock.sh)
 

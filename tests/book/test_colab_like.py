@@ -140,6 +140,9 @@ def test_chapter_runs_from_the_installed_package_alone(wheel, env_dir, tmp_path)
         client.execute(env=env, cleanup_kc=True)  # nbclient shuts down only a kernel of its own manager, unless told
     except CellExecutionError as err:
         pytest.fail(f"{CHAPTER.name} fails when run from the installed package alone:\n{str(err)[-4000:]}")
+    finally:  # also where the kernel failed to start, or nbclient stopped before its own clean-up
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
 
     outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
     errors = [f"{o.ename}: {o.evalue}" for o in outputs if o.output_type == "error"]

@@ -185,6 +185,27 @@ def test_python3_and_no_diary(path):
     assert not diary, f"{rel(path)} reads as a diary: {diary}"
 
 
+def test_the_gradescope_rehearsals_unpacking_line_runs_as_written_in_a_fresh_folder(tmp_path):
+    """The rehearsal's first line, as written, with /tmp/ag a folder that does not exist yet (nor its parent):
+    it must make the folders it unpacks into (unzip -d makes only the last one; issue 66). A small zip stands
+    in for autograder.zip; the slow test below runs the whole rehearsal with the real one."""
+    import zipfile
+
+    (block,) = [b for b in blocks(ROOT / "guide" / "instructors" / "gradescope.md", "bash") if "run_autograder" in b]
+    first = block.splitlines()[0]
+    assert "/tmp/ag" in first and "unzip" in first, first
+    with zipfile.ZipFile(tmp_path / "autograder.zip", "w") as archive:
+        archive.writestr("run_autograder", "#!/usr/bin/env bash\n")
+        archive.writestr("setup.sh", "#!/usr/bin/env bash\n")
+    (tmp_path / "my.ipynb").write_text("{}")
+    folder = tmp_path / "fresh" / "ag"
+    done = subprocess.run(["bash", "-e", "-c", first.replace("/tmp/ag", str(folder))], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (folder / "source" / "run_autograder").is_file() and (folder / "source" / "setup.sh").is_file()
+    assert (folder / "submission" / "my.ipynb").read_text() == "{}"
+
+
 @pytest.mark.slow  # about a minute: the autograder's zip built, a notebook graded in the sandbox
 @pytest.mark.sandbox
 def test_the_gradescope_rehearsal_runs_as_written_in_a_fresh_folder():
@@ -222,7 +243,11 @@ def rehearse(block: str, scratch: Path):
     assert "/tmp/ag" in block and not folder.parent.exists()
     script = block.replace("/tmp/ag", str(folder)).replace("sudo ", "")
     done = subprocess.run(["bash", "-e", "-c", script], cwd=here, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    log = done.stdout + done.stderr
+    if done.returncode != 0 and "--no-sandbox" in log and "cannot start" in log:  # the grader's own refusal
+        pytest.skip("bubblewrap cannot make its namespaces here and a sandbox user id cannot start this Python: "
+                    "the rehearsal's grading needs one of them (its unpacking line ran, as written)")
+    assert done.returncode == 0, log[-3000:]
     written = (folder / "results" / "results.json").read_text()
     assert done.stdout.rstrip().endswith(written.rstrip())  # the last command, cat, shows it
     results = json.loads(written)

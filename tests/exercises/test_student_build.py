@@ -95,9 +95,12 @@ def test_every_exercise_notebook_runs_with_it_and_solutions_are_withheld(student
         work = tmp_path / chapter
         work.mkdir()
         km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
-        # cleanup_kc: nbclient shuts down only a kernel of its own manager, unless told (failed or not)
-        NotebookClient(nb, km=km, timeout=300, kernel_name=KERNEL,
-                       resources={"metadata": {"path": str(work)}}).execute(env=student_env(site), cleanup_kc=True)
+        try:  # cleanup_kc: nbclient shuts down only a kernel of its own manager, unless told (failed or not)
+            NotebookClient(nb, km=km, timeout=300, kernel_name=KERNEL,
+                           resources={"metadata": {"path": str(work)}}).execute(env=student_env(site), cleanup_kc=True)
+        finally:  # also where the kernel failed to start, or nbclient stopped before its own clean-up
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
         outputs = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs]
         assert not [o for o in outputs if o.output_type == "error"], path.name
         last = "".join(o.get("text", "") for o in nb.cells[-1].outputs)
