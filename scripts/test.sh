@@ -14,10 +14,12 @@
 #                                   5. the slowest: the lowest versions the package declares (tests/library/
 #                                      test_lowest_versions.py: 3.6 GB downloaded the first time), the
 #                                      benchmarks (--tiny) and the fast path's real compiles.
-#                                 Tiers 2 to 5 run two tests or notebooks at once (pytest-xdist, one worker a
-#                                 core, torch on one thread in each); the tests that run the grader's sandbox
-#                                 run one at a time (tests/conftest.py). A slow test's or a notebook's start
-#                                 and end are printed as they happen, through a pipe too (tests/run_watch.py).
+#                                 A slow test's or a notebook's start and end are printed as they happen,
+#                                 through a pipe too (tests/run_watch.py), and the run fails if a test leaves
+#                                 a process, a kernel or a file behind. Tiers 2 to 5 run one test at a time;
+#                                 NEXTTOKEN_TEST_WORKERS=2 runs two at once (pytest-xdist, torch on one thread
+#                                 in each; the grader's sandbox tests still one at a time, tests/conftest.py):
+#                                 not yet proven on the whole suite (nbval's outputs with one thread a kernel).
 #   bash scripts/test.sh --fast   the tests a contributor runs on every change (ruff's lint, then pytest -m
 #                                 "not slow": the library, the exercise checks, the grader's units): no website, no fresh
 #                                 environment, no nbval, no benchmark, no real compile, on every core
@@ -34,7 +36,8 @@ fi
 export NEXTTOKEN_TEST_START=${NEXTTOKEN_TEST_START:-$(date +%s)} PYTHONHASHSEED=0 TQDM_DISABLE=1 PYTHONUNBUFFERED=1
 if ! $fast; then
   cat <<'EOF'
-The full test run (about 30 minutes on 2 cores). What it may download and install first:
+The full test run (about 45 minutes on 2 cores), in 5 tiers, the slowest last. What it may download and
+install first:
   - .venv/ and node_modules/ (scripts/setup.sh), if missing or out of date: about 600 MB from PyPI, PyTorch's
     CPU index and npm;
   - as root, Debian packages that are missing, with apt-get (each listed, with a dry run, before it installs):
@@ -72,10 +75,16 @@ kernel_dependent=$(find chapters appendix model_card.ipynb model_card_smollm2.ip
   -not -path '*/.ipynb_checkpoints/*' | sort)
 # Tier 5's tests, the longest first (pytest-xdist hands out whole files in this order).
 slowest=(tests/library/test_lowest_versions.py tests/bench tests/library/test_fast.py)
-# Two workers, each torch on one thread; every slow test's start and end printed (tests/run_watch.py). A file's
-# tests share a worker (their module fixtures are made once), and so do all the tests of the sandbox.
-two=(-n 2 --dist loadgroup)
-nbval=(-p tests.run_watch --nbval -n 2 --dist loadfile)
+# One test at a time, torch on its default threads, as the notebooks' stored outputs were made; with
+# NEXTTOKEN_TEST_WORKERS=2, two workers, each torch on one thread: a file's tests share a worker (their module
+# fixtures are made once), and so do all the tests of the sandbox. nbval's runs load tests/run_watch.py
+# themselves (they do not read tests/conftest.py).
+workers=${NEXTTOKEN_TEST_WORKERS:-1}
+two=() nbval=(-p tests.run_watch --nbval)
+if [ "$workers" != 1 ]; then
+  two=(-n "$workers" --dist loadgroup) nbval+=(-n "$workers" --dist loadfile)
+  export OMP_NUM_THREADS=1
+fi
 tiers=(
   "lint (ruff) and the fast tests"
   "the slow tests: website, sandboxed grading, fresh environments"
@@ -86,13 +95,13 @@ tiers=(
 run_tier() {
   case $1 in
     1) .venv/bin/ruff check lib tests scripts bench _ext && fast_tests "${@:2}" ;;
-    2) NEXTTOKEN_TEST_WATCH=all OMP_NUM_THREADS=1 "${pytest[@]}" tests/grading tests -m slow "${two[@]}" \
+    2) NEXTTOKEN_TEST_WATCH=all "${pytest[@]}" tests/grading tests -m slow "${two[@]}" \
          "${slowest[@]/#/--ignore=}" "${@:2}" ;;
     # shellcheck disable=SC2086
-    3) OMP_NUM_THREADS=1 "${pytest[@]}" "${nbval[@]}" $notebooks ;;
+    3) "${pytest[@]}" "${nbval[@]}" $notebooks ;;
     # shellcheck disable=SC2086
-    4) ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 "${pytest[@]}" "${nbval[@]}" $kernel_dependent ;;
-    5) NEXTTOKEN_TEST_WATCH=all OMP_NUM_THREADS=1 "${pytest[@]}" "${slowest[@]}" -m slow "${two[@]}" ;;
+    4) ATEN_CPU_CAPABILITY=default "${pytest[@]}" "${nbval[@]}" $kernel_dependent ;;
+    5) NEXTTOKEN_TEST_WATCH=all "${pytest[@]}" "${slowest[@]}" -m slow "${two[@]}" ;;
   esac
 }
 results=()

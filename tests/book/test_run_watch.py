@@ -48,6 +48,7 @@ def session(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     test.write_text(source)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
     env = {k: v for k, v in os.environ.items() if k != "NEXTTOKEN_TEST_SESSION"}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # nbval, xdist, ...: seconds of imports this needs none of
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.run_watch", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), "-c", str(tmp_path / "pytest.ini"), str(test)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
