@@ -9,7 +9,7 @@ run stops there (``runner``).
 import json
 import secrets
 
-MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
+from ..recorder.contract import KEYS, MAX_TOKENS
 
 
 def new_nonce() -> str:
@@ -95,9 +95,6 @@ def parse_message(line: bytes) -> dict | None:
 
 FORGED = ("the grader received a message from your process that its recorder did not send in that form or at "
           "that point (a malformed or forged record: {why}), so this was not graded")
-# The keys of each message the recorder sends, by its kind (the key that names it).
-KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
-        "record": {"record", "outcomes", "library", "tampered", "notes"}, "done": {"done"}}
 
 
 def _is_int(value) -> bool:

@@ -17,12 +17,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..model import Decoder
+from .contract import MAX_LIST, NO_THREAD, RULE, THREADS_REFUSED
 
-MAX_LIST = 64  # items of one list or tuple that an output keeps (the grader's wire refuses more)
-RULE = "forbidden call: "  # how a forbidden call's error begins (run_on recognises it by this)
-NO_THREAD = "can't start new thread"  # Python's error where the grader's sandbox refuses a new thread
-THREADS_REFUSED = ("threads are refused while grading: the grader calls each function in one thread and its "
-                   "rules apply there; compute in the function itself")
 
 
 def counted(k: int, noun: str, plural: str | None = None) -> str:

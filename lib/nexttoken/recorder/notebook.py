@@ -9,9 +9,7 @@ import os
 import re
 import sys
 
-# The course's chapters, as nexttoken.exercises names them; the stand-in for that package inside the sandbox
-# (``stand_in``) and the package itself read them from here.
-CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07")
+from .contract import CHAPTERS, NO_THREAD, THREADS_REFUSED
 
 
 class Refused(Exception):
@@ -408,7 +406,5 @@ def _one_import_each(body: list) -> list:
 
 
 def _error_text(exc: BaseException) -> str:
-    from .calling import NO_THREAD, THREADS_REFUSED
-
     error = f"{type(exc).__name__}: {exc}"
     return error + (f" ({THREADS_REFUSED})" if str(exc) == NO_THREAD else "")
