@@ -10,7 +10,7 @@ import numbers
 import torch
 
 from ..model import Decoder
-from ..recorder.calling import counted
+from ..recorder.words import counted
 
 SMALL = 24  # outputs with at most this many entries are printed in full in feedback
 SMALL_INPUT = 12  # inputs, likewise (longer ones are described by dtype and shape)
