@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 from nexttoken.grading import sandbox
 from nexttoken.grading.sandbox import policy
 
@@ -73,3 +74,41 @@ def test_the_view_for_the_tasks_that_forbid_generate_has_no_loop_to_save_or_read
     assert not list((view / "__pycache__").glob("generate.*.pyc"))
     assert sandbox.view_env({}, rule) == sandbox.view_env({}, rule)  # made once
     assert sandbox.view_env({}, None) != sandbox.view_env({}, rule)
+
+
+def test_every_top_level_entry_of_the_package_is_shown_or_kept_outside():
+    """A file added to the package is put on one side on purpose: a sandbox shows it (SHOWN) or never does
+    (OUTSIDE)."""
+    entries = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__"}
+    assert not set(policy.SHOWN) & set(policy.OUTSIDE)
+    assert entries == set(policy.SHOWN) | set(policy.OUTSIDE), (
+        f"not classified: {sorted(entries - set(policy.SHOWN) - set(policy.OUTSIDE))}; "
+        f"classified but not in the package: {sorted((set(policy.SHOWN) | set(policy.OUTSIDE)) - entries)}")
+    assert {p.name for p in policy.hidden(PACKAGE)} == set(policy.OUTSIDE)
+
+
+def shown_modules() -> dict[str, Path]:
+    """The package's modules a sandbox shows, by name: those under the allow-list, and the stand-in as
+    ``nexttoken.exercises``."""
+    found = helpers.modules()
+    inside = {name: path for name, path in found.items()
+              if path.relative_to(helpers.PACKAGE).parts[0] in policy.SHOWN}
+    return {**inside, "nexttoken.exercises": helpers.PACKAGE / policy.STAND_IN[0]}
+
+
+def test_every_file_the_sandbox_shows_imports_only_what_the_sandbox_shows():
+    """Read from the code (every import, a function's own too): a shown file importing one kept outside
+    would fail in the sandbox, or would need the allow-list to grow past what a submission may see."""
+    known, shown = set(helpers.modules()), shown_modules()
+    assert {"nexttoken.fast.static", "nexttoken.recorder.contract", "nexttoken.model"} <= set(shown)
+    outside = {name: sorted(m for m in helpers.imports(name, path, known) if m not in shown)
+               for name, path in shown.items()}
+    assert not {name: found for name, found in outside.items() if found}
+
+
+def test_the_import_check_sees_an_import_of_the_grader(tmp_path):
+    source = tmp_path / "x.py"
+    source.write_text("def f():\n    from ..grading import judge\n    import nexttoken.training\n")
+    known = set(helpers.modules())
+    assert helpers.imports("nexttoken.recorder.x", source, known) == {"nexttoken.grading.judge",
+                                                                       "nexttoken.training"}
