@@ -9,6 +9,7 @@ import os
 import re
 import sys
 
+from ..checks import is_int
 from .contract import CHAPTERS, NO_THREAD, THREADS_REFUSED
 
 
@@ -31,7 +32,7 @@ def read_notebook(notebook_path: str) -> dict:
     except RecursionError:
         raise Refused("invalid_notebook", "not a readable notebook: JSON nested too deeply") from None
     version = nb.get("nbformat") if isinstance(nb, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not is_int(version):
         raise Refused("invalid_notebook", "not a readable notebook: no nbformat version number in it")
     if version in (1, 2, 3):  # Jupyter's older formats: upgraded as Jupyter itself would
         try:
@@ -167,7 +168,7 @@ def execution_counts(nb: dict) -> list[int | None]:
     for cell in nb.get("cells", []):
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
             n = cell.get("execution_count")
-            counts.append(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None)
+            counts.append(n if is_int(n) and n > 0 else None)
     return counts
 
 

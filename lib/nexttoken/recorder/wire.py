@@ -21,6 +21,7 @@ import io
 
 import torch
 
+from ..checks import is_int
 from ..model import Decoder, DecoderConfig
 from .contract import MAX_DEPTH, MAX_ITEMS, MAX_KIND, MAX_LIST, MAX_NUMEL, MAX_STRING
 DTYPES = {name: getattr(torch, name) for name in
@@ -86,7 +87,7 @@ def decode_tensor(value: dict) -> torch.Tensor:
     if dtype is None:
         raise Rejected(f"a tensor of dtype {str(value['dtype'])[:20]!r}")
     if not (isinstance(shape, list) and len(shape) <= 8
-            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_NUMEL for s in shape)):
+            and all(is_int(s) and 0 <= s <= MAX_NUMEL for s in shape)):
         raise Rejected("a tensor with an invalid shape")
     numel = footprint = 1
     for s in shape:
