@@ -1,9 +1,10 @@
-"""The sandbox's allow-list wherever the package is installed (issue 63). With nexttoken under /usr (a
-system-wide pip, a Docker ``python`` image) ``python_roots`` drops every /usr root, and the sandbox used to
-get no allow-list at all: the whole package, held-out inputs and solutions included, and no generate-less
-copy. Now the package's own files are bound from where they are, a package that cannot be shown so is
-refused, and a run without bubblewrap imports a copy of what a sandbox shows (the package view). The
-grading runs through such installs are in test_grade_round6.py."""
+"""The sandbox's allow-list, wherever the package is installed, and what it holds. With nexttoken under /usr
+(a system-wide pip, a Docker ``python`` image) ``python_roots`` drops every /usr root, which the sandbox
+shows whole: the package's own files are still bound from where they are (the allow-list, never the whole
+package with its held-out inputs and solutions), a package that cannot be shown so is refused, and a run
+without bubblewrap imports a copy of what a sandbox shows (the package view). Every top-level entry of
+the package is shown or kept outside on purpose, and what is shown imports only what is shown. The grading
+runs through such installs are in test_grade_round6.py."""
 
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def binds_of(cmd: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("roots", [[], ["/usr/local"]])
 def test_a_package_the_sandbox_shows_with_usr_gets_its_allow_list_bound_from_where_it_is(monkeypatch, roots):
     """python_roots() as it is for a package under /usr or /usr/local (those roots are dropped: the sandbox
-    shows /usr whole). Before issue 63: no --tmpfs over the package, so every file of it was in the sandbox."""
+    shows /usr whole): still a --tmpfs over the package, and only the allow-list bound into it."""
     monkeypatch.setattr(policy, "python_roots", lambda: roots)
     cmd = sandbox.bwrap_command(["python"], sandbox.Limits(), 3, 61000, 4)
     at = cmd.index("--tmpfs", cmd.index(str(PACKAGE)) - 1)
