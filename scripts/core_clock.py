@@ -17,9 +17,9 @@ explanation, and the conclusion. For each chapter it counts:
 - watching: every video segment the core names as "from M:SS to M:SS" (or H:MM:SS), its real length;
 - other readings: a reading whose text is not in the repository (a paper's section, an article), at the
   minutes the chapter states for it, "**Read** (about N minutes)";
-- its tasks: the exercise notebook's core text (all of it but the practice questions) at 200 words a
-  minute, plus the minutes each core question and the explanation state for the work, "[core, about N
-  minutes]".
+- its tasks: the exercise notebook's core text (all of it but the practice questions and the closing
+  "Going deeper: what you built") at 200 words a minute, plus the minutes each core question and the
+  explanation state for the work, "[core, about N minutes]".
 
 Each row is rounded up to a whole minute and the total is the sum of the rows. Chapters, exercises and
 intro.md change; run this again after any change to them (the fast tier's tests/book/test_lesson_text.py
@@ -160,16 +160,16 @@ def chapter_part(path: Path) -> Part:
 
 
 def tasks_seconds(path: Path) -> float:
-    """An exercise notebook's core: its text but the practice questions', at the reading rate, plus the
-    minutes its core questions and explanation state."""
+    """An exercise notebook's core: its text but the practice questions' and the "Going deeper" sections', at
+    the reading rate, plus the minutes its core questions and explanation state."""
     nb = nbformat.read(path, as_version=4)
-    n_words, stated, practice = 0, 0, False
+    n_words, stated, optional = 0, 0, False
     for cell in nb.cells:
         if cell.cell_type != "markdown":
             continue
         if cell.source.startswith("## "):
-            practice = bool(PRACTICE.search(cell.source))
-        if practice:
+            optional = bool(PRACTICE.search(cell.source)) or cell.source.startswith("## Going deeper")
+        if optional:
             continue
         n_words += words(cell.source)
         stated += sum(int(m) for m in TASK.findall(cell.source))

@@ -1,9 +1,11 @@
-"""What several test files share: random tiny models, padded batches, and the book's pages.
+"""What several test files share: random tiny models, padded batches, the book's pages, and the package's
+imports read from its code.
 
 Plain functions, imported by name (``from helpers import random_hf_gpt2``); the fixtures that use them
 are in ``conftest.py``.
 """
 
+import ast
 import random
 import re
 from pathlib import Path
@@ -12,6 +14,7 @@ import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "lib" / "nexttoken"  # the package's source, as the repository holds it
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 
 # ---------------------------------------------------------------------------------------------------
@@ -121,3 +124,31 @@ def random_hf_llama(seed: int, vocab_size: int = 61, max_positions: int = 32, hi
             if name.endswith("norm.weight"):
                 param.uniform_(0.5, 1.5)
     return model
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules this one imports, anywhere in it (a function's own imports too), relative
+    imports resolved. A package this module lies in is not counted: Python has run it before this module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+            # "from . import model" imports the module nexttoken.model; "from .model import Decoder" the module
+            names = [f"{module}.{alias.name}" for alias in node.names]
+            found |= {n for n in names if n in known} or {module}
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {m for m in found if m in known and m != name and not name.startswith(m + ".")}

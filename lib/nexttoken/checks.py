@@ -7,6 +7,7 @@ only when called directly (``Decoder.forward``), not at every step of the loop (
 """
 
 import inspect
+import numbers
 from collections.abc import Callable
 
 import torch
@@ -70,6 +71,16 @@ def check_left_padded(attention_mask: torch.Tensor) -> None:
 def is_int(value) -> bool:
     """An int that is not a bool: True is an int to Python, but never a count, a size or a token id here."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_whole(value) -> bool:
+    """An integer of any type (int, numpy.int64, ...) that is not a bool: a count a learner computed."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value) -> bool:
+    """A real number of any type (int, float, numpy.float32, ...) that is not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_positive_int(value, name: str) -> int:

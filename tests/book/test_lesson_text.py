@@ -56,7 +56,7 @@ def test_chapter_mentions_are_links_and_sources_are_named(path):
     own = int(path.name[:2])
     problems = [m for c in nb.cells if c.cell_type == "markdown" for m in unlinked_mentions(path, c.source, own)]
     assert not problems, problems
-    assert nb.cells[-1].source.startswith("## Further reading")
+    assert nb.cells[-1].source.startswith("## Going deeper: further reading")
     assert "[references](../references.md)" in nb.cells[-1].source
 
 
@@ -166,10 +166,10 @@ def test_markdown_renders_everywhere(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_answers_are_folded_details(path):
-    """"Check your understanding" has three answers, each folded in <details> with a <summary>, and blank
+    """"Going deeper: check your understanding" has three answers, each folded in <details> with a <summary>, and blank
     lines around its text so that Markdown and maths inside render (an HTML block ends at a blank line)."""
-    cell = next(c for _, c in markdown_cells(path) if "## Check your understanding" in c.source)
-    section = cell.source.split("## Check your understanding", 1)[1].split("\n## ", 1)[0]
+    cell = next(c for _, c in markdown_cells(path) if "## Going deeper: check your understanding" in c.source)
+    section = cell.source.split("## Going deeper: check your understanding", 1)[1].split("\n## ", 1)[0]
     opened = re.findall(r"^<details>\n<summary>Answer</summary>\n\n", section, re.M)
     closed = re.findall(r"\n\n</details>$", section, re.M)
     assert len(opened) == len(closed) == 3 == section.count("<details>") == section.count("</details>"), section

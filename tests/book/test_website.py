@@ -362,7 +362,7 @@ def test_page_in_the_browser(page, browser, site, server):
     if info["colab_install"]:
         problems.append("the Colab install cell is on the page (tag it remove-cell)")
     problems += [f"a code or output block wider than its column (does not wrap): {w!r}" for w in info["wide"]]
-    # three in "Check your understanding" (test_lesson_text.py), and a Going deeper section may fold more
+    # three in "Going deeper: check your understanding" (test_lesson_text.py), and a Going deeper section may fold more
     if source.parent.name == "chapters" and not (info["details"] == info["folded"] >= 3):
         problems.append(f"{info['details']} <details> ({info['folded']} folded), not 3 or more, all folded")
 

@@ -139,7 +139,7 @@ def mean_over_all(token_log_probs):
     return torch.exp(-token_log_probs.mean()).expand(token_log_probs.shape[0])
 
 
-# --- issue 19: mistakes a fresh bank got past the checks (tiny and extreme values, T = 1) ---
+# --- mistakes a fresh bank got past the checks (tiny and extreme values, T = 1) ---
 @mutant("q1", expect=None)
 def clamped_log(step_probs):
     return torch.log(step_probs.clamp(min=1e-3)).sum(dim=-1)  # "avoid log(0)"
@@ -293,14 +293,14 @@ def first_tokens_from_the_global_state(first_probs, next_probs, n_draws, generat
     return _table(x1, x2, first_probs.shape[0], n_draws)
 
 
-# --- issue 42: an average that skips zeros "as padding" ---
+# --- an average that skips zeros "as padding" ---
 @mutant("q3", expect="exactly 0")
 def mean_without_zeros(token_log_probs):
     kept = token_log_probs != 0  # "0 is padding": but log 1 = 0 is a real token
     return torch.exp(-(token_log_probs * kept).sum(-1) / kept.sum(-1))
 
 
-# --- issue 42: messages that name the mistake made ---
+# --- messages that name the mistake made ---
 @mutant("q1", expect="that is not underflow")
 def log_of_the_complement(step_probs):
     return torch.log1p(-step_probs).sum(dim=-1)  # log(1 - p): -inf for a factor of 1
@@ -368,7 +368,7 @@ def conditional_frequencies(first_probs, next_probs, n_draws, generator):
     return counts / counts.sum(dim=-1, keepdim=True)
 
 
-# issue 64: the slips a learner made blind
+# the slips a learner made blind
 @mutant("q2", expect="the shift is reversed")
 def shift_reversed(logits, input_ids):
     log_probs = torch.log_softmax(logits[:, 1:], dim=-1)

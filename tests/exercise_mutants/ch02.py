@@ -205,7 +205,7 @@ def no_diagonal(attention_mask):
     return torch.ones(T, T, dtype=torch.bool).tril(-1) & attention_mask.bool()[:, None, :]
 
 
-# --- issue 19: a fixed table, sliced (it passes while T is small) ---
+# --- a fixed table, sliced (it passes while T is small) ---
 _TABLE = torch.ones(8, 8, dtype=torch.bool).tril()
 
 
@@ -294,7 +294,7 @@ def from_the_mask_column(T, j):
     return torch.ones(T, T, dtype=torch.bool).tril()[:, j]
 
 
-# --- issue 42: a mask found by value, a softmax without the max shift ---
+# --- a mask found by value, a softmax without the max shift ---
 @mutant("q2", expect="future score of exactly 0 was not masked")
 def future_found_by_value(scores):
     return scores.masked_fill(scores.triu(diagonal=1) != 0, float("-inf"))
@@ -319,7 +319,7 @@ def softmax_without_the_shift(q, k):
     return e / e.sum(-1, keepdim=True)
 
 
-# --- issue 42: messages that name the mistake made (an inverted mask is not a hidden diagonal) ---
+# --- messages that name the mistake made (an inverted mask is not a hidden diagonal) ---
 @mutant("q1", expect="your mask is inverted")
 def not_of_the_lower_triangle(T):
     return ~torch.ones(T, T, dtype=torch.bool).tril()
@@ -331,7 +331,7 @@ def weights_under_an_inverted_mask(q, k):
     return torch.softmax(s.masked_fill(_mask(q.shape[-2]), float("-inf")), dim=-1)  # ~ forgotten
 
 
-# issue 64: the slips a learner made blind
+# the slips a learner made blind
 @mutant("q2", expect="T is the number of keys, the last dimension, scores.shape[-1]")
 def T_from_the_first_dimension(scores):
     T = scores.shape[0]

@@ -162,7 +162,7 @@ def forward_by_calling_the_model(model, input_ids):
     return model(input_ids)
 
 
-# issue 43: through the class, and through the function saved before the rule is set
+# through the class, and through the function saved before the rule is set
 _saved_forward = nexttoken.Decoder.forward_unchecked
 
 
@@ -207,7 +207,7 @@ def embedding_matrix_as_head(model, input_ids):
     return model.final_norm(_walk(model, input_ids)) @ model.token_embedding.weight.T
 
 
-# issue 64: the slips a learner made blind on chapter 3's walk
+# the slips a learner made blind on chapter 3's walk
 @mutant("q2", expect="your mask is inverted (~causal_mask(T))")
 def inverted_mask(model, input_ids):
     return model.lm_head(model.final_norm(_walk(model, input_ids, mask=~nexttoken.causal_mask(input_ids.shape[1]))))
@@ -356,13 +356,13 @@ def first_row_only(model, input_ids):
     return model.token_embedding(input_ids[0]) + model.position_embedding(torch.arange(input_ids.shape[1]))
 
 
-# issue 53: the slips a learner made blind
+# the slips a learner made blind
 @mutant("q4", expect="by token id (position_embedding(input_ids))")
 def positions_by_token_id(model, input_ids):
     return model.token_embedding(input_ids) + model.position_embedding(input_ids)
 
 
-# issue 64: the slips a learner made blind (on the task that was q1)
+# the slips a learner made blind (on the task that was q1)
 @mutant("q4", expect="len(input_ids) is the batch size B")
 def positions_from_the_batch_size(model, input_ids):
     return model.token_embedding(input_ids) + model.position_embedding(torch.arange(len(input_ids)))
@@ -433,7 +433,7 @@ def count_as_numpy_int(config):
     return numpy.int64(V * d + config.context_length * d + config.n_layers * block + 2 * d + head)
 
 
-# --- issue 42: a wrong count names the tensors it is off by ---
+# --- a wrong count names the tensors it is off by ---
 @mutant("q3", expect="leaves out the LM head")
 def untied_head_forgotten(config):
     return _count(config) - (0 if config.tie_embeddings else config.vocab_size * config.d_model)

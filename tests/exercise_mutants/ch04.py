@@ -170,7 +170,7 @@ def last_token_alone(model, input_ids):
     return model.lm_head(model.final_norm(_hidden(model, input_ids[:, -1:])[:, -1, :]))
 
 
-# --- issue 19: the head on every position however it is written; a softmax that is torch's ---
+# --- the head on every position however it is written; a softmax that is torch's ---
 def _blocks_output(model, input_ids):
     T = input_ids.shape[1]
     x = model.token_embedding(input_ids) + model.position_embedding(torch.arange(T))
@@ -312,7 +312,7 @@ def eval_and_detach(model, input_ids):
     return torch.softmax(model(input_ids).detach()[:, -1], -1)
 
 
-# --- issue 42: a softmax without the max shift (the tests' logits were never large) ---
+# --- a softmax without the max shift (the tests' logits were never large) ---
 @mutant("q2", expect="overflows float32")
 def probs_without_the_shift(model, input_ids):
     with torch.no_grad():
@@ -328,7 +328,7 @@ def fixed_without_the_shift(model, input_ids):
     return e / e.sum(-1, keepdim=True)
 
 
-# issue 53: squeeze() also drops the batch dimension of a batch of one
+# squeeze() also drops the batch dimension of a batch of one
 @mutant("q1", expect="dropped the batch dimension too")
 def slice_then_squeeze(logits):
     return logits[:, -1:, :].squeeze()
@@ -339,7 +339,7 @@ def index_then_squeeze(logits):
     return logits[:, -1].squeeze()
 
 
-# issue 64: the slips a learner made blind
+# the slips a learner made blind
 @mutant("q1", expect="these are probabilities (a softmax over the vocabulary)")
 def last_logits_as_probabilities(logits):
     return torch.softmax(logits[:, -1, :], dim=-1)

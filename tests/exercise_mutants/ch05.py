@@ -271,7 +271,7 @@ def softmax_without_last_slice_temperature(model, input_ids, generator):
     return torch.cat([input_ids, torch.multinomial(probs, 1, generator=generator)], dim=1)
 
 
-# --- issue 19: zero steps, a batch of one, near-miss sampling, the library's own loop ---
+# --- zero steps, a batch of one, near-miss sampling, the library's own loop ---
 @mutant("q2", expect="do not call nexttoken.generate here: it is what you are rebuilding")
 def greedy_by_library(model, input_ids, max_new_tokens):
     import nexttoken
@@ -458,7 +458,7 @@ def search_by_probability_not_log(model):
     raise RuntimeError("none found")
 
 
-# --- issue 42: a loop that stops on GPT-2's EOS id (the task asks for exactly max_new_tokens) ---
+# --- a loop that stops on GPT-2's EOS id (the task asks for exactly max_new_tokens) ---
 @mutant("q2", expect="GPT-2's EOS id 50256")
 def stops_on_gpt2_eos(model, input_ids, max_new_tokens):
     ids, total = input_ids, torch.zeros(input_ids.shape[0])
@@ -472,7 +472,7 @@ def stops_on_gpt2_eos(model, input_ids, max_new_tokens):
     return ids, total
 
 
-# --- issue 42: messages that name the mistake made ---
+# --- messages that name the mistake made ---
 @mutant("q1", expect="second-to-last position")
 def second_to_last_position(model, input_ids):
     return torch.cat([input_ids, model(input_ids)[:, -2].argmax(-1)[:, None]], dim=1)
@@ -484,7 +484,7 @@ def argmax_at_every_position(model, input_ids):
     return torch.cat([input_ids, next_tokens], dim=1)
 
 
-# issue 53: the slips a learner made blind
+# the slips a learner made blind
 @mutant("q1", expect="Make the new tokens a column, next_token[:, None]")
 def cat_without_column(model, input_ids):
     next_token = model(input_ids)[:, -1, :].argmax(dim=-1)
@@ -502,7 +502,7 @@ def every_rows_entry(model, input_ids, max_new_tokens):
     return ids, total
 
 
-# issue 64: the slips a learner made blind
+# the slips a learner made blind
 @mutant("q1", expect="you joined along dim=0, the rows")
 def cat_along_the_rows(model, input_ids):
     with torch.no_grad():

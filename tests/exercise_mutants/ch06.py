@@ -226,7 +226,7 @@ def window_of_half(model, input_ids, max_new_tokens):
     return _cropped(model, input_ids, max_new_tokens, lambda x: x[:, -L:])
 
 
-# --- issue 19: zero steps, EOS in the prompt, pad ids that are real tokens, unstable sorts, 0-valued pads ---
+# --- zero steps, EOS in the prompt, pad ids that are real tokens, unstable sorts, 0-valued pads ---
 def _greedy(model, ids):
     return model(ids)[:, -1, :].argmax(-1)
 
@@ -308,7 +308,7 @@ def cropped_first_then_range_minus_one(model, input_ids, max_new_tokens):
     return ids
 
 
-# --- issue 42: the two escapes of q3, and its messages ---
+# --- the two escapes of q3, and its messages ---
 @mutant("q5", expect="its prompt holds eos_token_id")
 def counts_eos_in_the_whole_row(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
     """Finished when the row holds one EOS more than its prompt; when pad == EOS "any EOS at all" (the pads
@@ -364,7 +364,7 @@ def one_step_short(model, input_ids, max_new_tokens, eos_token_id, pad_token_id)
     return _loop(model, input_ids, max_new_tokens, eos_token_id, pad_token_id, extra=-1)
 
 
-@mutant("q5", expect="the flags are overwritten at each step")  # issue 64: named by its cause, not its symptom
+@mutant("q5", expect="the flags are overwritten at each step")  # named by its cause, not its symptom
 def flag_not_kept(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
     """finished = next == EOS: right only while the pads are EOS too."""
     ids, finished = input_ids, torch.zeros(input_ids.shape[0], dtype=torch.bool)
@@ -481,7 +481,7 @@ def cropped_stops_on_gpt2_eos(model, input_ids, max_new_tokens):
     return ids
 
 
-# issue 53: breaking before the final EOS is appended
+# breaking before the final EOS is appended
 @mutant("q5", expect="but that EOS was not appended")
 def break_before_appending_eos(model, input_ids, max_new_tokens, eos_token_id, pad_token_id):
     ids = input_ids
@@ -626,7 +626,7 @@ def any_eos_among_the_new_tokens(output_ids, prompt_length, eos_token_id):
     return "eos" if (output_ids[:, prompt_length:] == eos_token_id).any() else "length"
 
 
-# issue 64: the slips a learner made blind on the batch's flags and loop
+# the slips a learner made blind on the batch's flags and loop
 @mutant("q3", expect="Python's or, and, not and if need one True or False")
 def python_or(finished, next_tokens, eos_token_id):
     return finished or (next_tokens == eos_token_id)

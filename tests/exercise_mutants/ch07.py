@@ -275,7 +275,7 @@ def quadratic_everywhere(prompt_length, max_new_tokens, use_cache):
     return sum(P + i for i in range(n)) // (2 if use_cache else 1)
 
 
-# --- issue 19: no cache at all, zero steps, the library's loop, float counts ---
+# --- no cache at all, zero steps, the library's loop, float counts ---
 @mutant("q3", expect="read the prompt once")
 def no_cache_at_all(model, input_ids, max_new_tokens):
     ids = input_ids
@@ -339,7 +339,7 @@ def count_in_closed_form_numpy(prompt_length, max_new_tokens, use_cache):
     return P + n - 1 if use_cache else n * P + n * (n - 1) // 2
 
 
-# --- issue 42: a cache kept between calls, a stop on GPT-2's EOS id; two right answers refused before ---
+# --- a cache kept between calls, a stop on GPT-2's EOS id; two right answers that must pass ---
 _CACHES = {}
 
 

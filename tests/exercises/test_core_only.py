@@ -1,7 +1,7 @@
 """A learner on the lesson's core path answers only the tasks marked [core] and leaves every practice stub
 as it is (raising NotImplementedError): each core task's check must still pass, so that no core task
-depends on a practice one (issue 53: ch06's core q3 called q2's pad_finished, and its check then said
-"generate_with_eos still raises NotImplementedError", which was false about the learner's own code)."""
+depends on a practice one (were ch06's core q3 to call q2's pad_finished, its check would say
+"generate_with_eos still raises NotImplementedError", which is false about the learner's own code)."""
 
 import json
 import re

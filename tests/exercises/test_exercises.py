@@ -169,7 +169,7 @@ def test_eos_rows_stop_at_different_steps():
 
 
 def test_eos_cases_separate_the_rules_that_read_tokens_for_flags():
-    """Issue 42's inputs of ch06.q5 (named ones): pad == EOS where a prompt holds that id and its row does
+    """The named inputs of ch06.q5: pad == EOS where a prompt holds that id and its row does
     not produce it first (in a batch and alone), a row that produces the pad id before any EOS and then
     another token, and rows whose first EOS comes at steps 1, 2, 3, 4 (with pad == EOS and pad != EOS)."""
     prompt_eos, pad_then_other, every_step = set(), False, set()
@@ -262,7 +262,7 @@ def question_text(task) -> str:
 
 @pytest.mark.parametrize("task,call", FORBIDDEN, ids=lambda x: getattr(x, "name", x))
 def test_a_rule_quotes_the_tasks_own_words(task, call):
-    """The one shortcut rule (issue 64): the error a forbidden call raises quotes a sentence the task's
+    """The one shortcut rule: the error a forbidden call raises quotes a sentence the task's
     text states word for word, "Do not call `nexttoken.generate` here: it is what you are rebuilding"."""
     rule = task.forbid[call]
     assert rule.startswith("do not call ") and " here: " in rule, rule

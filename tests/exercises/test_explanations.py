@@ -27,7 +27,7 @@ def test_the_exercise_asks_the_question_with_a_blank_answer_cell_and_no_rubric(c
     [question] = [c for c in nb.cells if explanations.is_question(c)]
     [answer] = [c for c in nb.cells if explanations.ours(c, "answer") is not None]
     assert nb.cells.index(answer) == nb.cells.index(question) + 1
-    assert nb.cells[nb.cells.index(answer) + 1].source.startswith("## What you built")
+    assert nb.cells[nb.cells.index(answer) + 1].source.startswith("## Going deeper: what you built")
     assert explanations.ours(answer, "answer") == f"{chapter}.explain" and answer.cell_type == "markdown"
     assert answer.source == f"<!-- answer: {chapter}.explain -->\n{explanations.PLACEHOLDER}"
     assert explanations.answer_text(cells_of(EXERCISES[chapter])) == ""  # the placeholder is no answer

@@ -112,9 +112,9 @@ def test_an_error_on_a_held_out_case_names_it_without_its_input():
 
 def test_nothing_of_the_learners_text_is_repeated_on_a_held_out_case():
     """The learner's process holds the held-out inputs while it runs them, so whatever text or value it
-    returns or raises there could be those inputs (issue 54): the verdict repeats none of it, whatever
-    outcome was recorded: not even an exception's type, whose name its code chooses (issue 63:
-    type("<the inputs in CJK characters>", (Exception,), {}) carried every ch02 input out)."""
+    returns or raises there could be those inputs: the verdict repeats none of it, whatever
+    outcome was recorded: not even an exception's type, whose name its code chooses
+    (type("<the inputs in CJK characters>", (Exception,), {}) would carry every ch02 input out)."""
     q1 = chapter("ch02").q1
     count = len(cases_of(q1))
     secret = "T=2 T=9 SECRET-HELD-OUT"

@@ -1,4 +1,4 @@
-"""Predict tasks cannot be solved by reading the answer off a failed check (issue 42): a failed check says
+"""Predict tasks cannot be solved by reading the answer off a failed check: a failed check says
 which way a number is off, or how many entries of a tensor are wrong, and shows the expected answer only
 after PREDICT_TRIES failed tries in the notebook; the grader (Task.evaluate) never shows it."""
 

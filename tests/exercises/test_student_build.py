@@ -48,9 +48,9 @@ def test_the_wheel_lacks_exactly_the_withheld_files(student):
 
 
 def test_the_class_notebooks_install_the_student_wheel_not_the_repository(student):
-    """Issue 63: the exercise notebooks' Colab cell installed the full package, held-out inputs and solutions
-    included, from the course's repository, so a class whose instructor published them handed those out.
-    The student build's notebooks install the student wheel from where the instructor published it."""
+    """The student build's notebooks install the student wheel from where the instructor published it, not
+    the full package from the course's repository (held-out inputs and solutions included), which a class
+    whose instructor published them would hand out."""
     wheel, _ = student
     folder = wheel.parent / "exercises"
     written = sorted(folder.glob("*.ipynb"))

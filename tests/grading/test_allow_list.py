@@ -1,9 +1,10 @@
-"""The sandbox's allow-list wherever the package is installed (issue 63). With nexttoken under /usr (a
-system-wide pip, a Docker ``python`` image) ``python_roots`` drops every /usr root, and the sandbox used to
-get no allow-list at all: the whole package, held-out inputs and solutions included, and no generate-less
-copy. Now the package's own files are bound from where they are, a package that cannot be shown so is
-refused, and a run without bubblewrap imports a copy of what a sandbox shows (the package view). The
-grading runs through such installs are in test_grade_round6.py."""
+"""The sandbox's allow-list, wherever the package is installed, and what it holds. With nexttoken under /usr
+(a system-wide pip, a Docker ``python`` image) ``python_roots`` drops every /usr root, which the sandbox
+shows whole: the package's own files are still bound from where they are (the allow-list, never the whole
+package with its held-out inputs and solutions), a package that cannot be shown so is refused, and a run
+without bubblewrap imports a copy of what a sandbox shows (the package view). Every top-level entry of
+the package is shown or kept outside on purpose, and what is shown imports only what is shown. The grading
+runs through such installs are in test_grade_round6.py."""
 
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import helpers
 from nexttoken.grading import sandbox
 from nexttoken.grading.sandbox import policy
 
@@ -25,7 +27,7 @@ def binds_of(cmd: list[str]) -> dict[str, str]:
 @pytest.mark.parametrize("roots", [[], ["/usr/local"]])
 def test_a_package_the_sandbox_shows_with_usr_gets_its_allow_list_bound_from_where_it_is(monkeypatch, roots):
     """python_roots() as it is for a package under /usr or /usr/local (those roots are dropped: the sandbox
-    shows /usr whole). Before issue 63: no --tmpfs over the package, so every file of it was in the sandbox."""
+    shows /usr whole): still a --tmpfs over the package, and only the allow-list bound into it."""
     monkeypatch.setattr(policy, "python_roots", lambda: roots)
     cmd = sandbox.bwrap_command(["python"], sandbox.Limits(), 3, 61000, 4)
     at = cmd.index("--tmpfs", cmd.index(str(PACKAGE)) - 1)
@@ -73,3 +75,42 @@ def test_the_view_for_the_tasks_that_forbid_generate_has_no_loop_to_save_or_read
     assert not list((view / "__pycache__").glob("generate.*.pyc"))
     assert sandbox.view_env({}, rule) == sandbox.view_env({}, rule)  # made once
     assert sandbox.view_env({}, None) != sandbox.view_env({}, rule)
+
+
+def test_every_top_level_entry_of_the_package_is_shown_or_kept_outside():
+    """A file added to the package is put on one side on purpose: a sandbox shows it (SHOWN) or never does
+    (OUTSIDE)."""
+    entries = {p.name for p in PACKAGE.iterdir() if p.name != "__pycache__"}
+    assert not set(policy.SHOWN) & set(policy.OUTSIDE)
+    assert entries == set(policy.SHOWN) | set(policy.OUTSIDE), (
+        f"not classified: {sorted(entries - set(policy.SHOWN) - set(policy.OUTSIDE))}; "
+        f"classified but not in the package: {sorted((set(policy.SHOWN) | set(policy.OUTSIDE)) - entries)}")
+    assert {p.name for p in policy.hidden(PACKAGE)} == set(policy.OUTSIDE)
+
+
+def shown_modules() -> dict[str, Path]:
+    """The package's modules a sandbox shows, by name: those under the allow-list, and the stand-in as
+    ``nexttoken.exercises``."""
+    found = helpers.modules()
+    inside = {name: path for name, path in found.items()
+              if path.relative_to(helpers.PACKAGE).parts[0] in policy.SHOWN}
+    return {**inside, "nexttoken.exercises": helpers.PACKAGE / policy.STAND_IN[0]}
+
+
+def test_every_file_the_sandbox_shows_imports_only_what_the_sandbox_shows():
+    """Read from the code (every import, a function's own too): a shown file importing one kept outside
+    would fail in the sandbox, or would need the allow-list to grow past what a submission may see."""
+    known, shown = set(helpers.modules()), shown_modules()
+    assert {"nexttoken.recorder.contract", "nexttoken.model"} <= set(shown)
+    assert any(name.startswith("nexttoken.fast.") for name in shown)  # the shown folders' modules too
+    outside = {name: sorted(m for m in helpers.imports(name, path, known) if m not in shown)
+               for name, path in shown.items()}
+    assert not {name: found for name, found in outside.items() if found}
+
+
+def test_the_import_check_sees_an_import_of_the_grader(tmp_path):
+    source = tmp_path / "x.py"
+    source.write_text("def f():\n    from ..grading import judge\n    import nexttoken.training\n")
+    known = set(helpers.modules())
+    assert helpers.imports("nexttoken.recorder.x", source, known) == {"nexttoken.grading.judge",
+                                                                       "nexttoken.training"}

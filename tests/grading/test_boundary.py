@@ -1,4 +1,4 @@
-"""The grader's trust boundary (issue 43), without a sandbox: what crosses it and what the inside imports.
+"""The grader's trust boundary, without a sandbox: what crosses it and what the inside imports.
 
 The submission's process only computes: it gets a work order (``grading.orders``: function names, rules,
 inputs as data) and returns outputs. Judging stays outside. These tests hold the pieces of that design in
@@ -246,7 +246,7 @@ def test_the_generate_a_forbidding_sandbox_shows_keeps_the_rest_of_the_module():
 
     module = chapter("ch05")
     message = generate_rule(module.q2)
-    assert message.startswith(RULE) and generate_rule(module.q3) is None  # q1 forbids it too (issue 64)
+    assert message.startswith(RULE) and generate_rule(module.q3) is None  # q1 forbids it too
     assert "q2" not in first_tasks("ch05") and "q1" not in first_tasks("ch05") and "q3" in first_tasks("ch05")
     space: dict = {"__name__": "nexttoken.generate", "__package__": "nexttoken"}
     exec(compile(policy.without_generate(message), "generate.py", "exec"), space)

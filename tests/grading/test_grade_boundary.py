@@ -1,4 +1,4 @@
-"""The trust boundary, attacked through real sandboxes (issue 43): the submission's process holds no
+"""The trust boundary, attacked through real sandboxes: the submission's process holds no
 reference, solution, held-out name or expected output, so reading, aliasing or patching what is there can
 at most cost the attacker its own marks; an honest classmate in the same batch keeps full marks."""
 
@@ -57,7 +57,7 @@ def graded(tmp_path_factory):
     notebooks = {
         "honest.ipynb": [HEADER, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
         "looks.ipynb": [HEADER, LOOKS, *OTHERS],
-        # The reference, by name, as a learner would alias it (it was importable inside before).
+        # The reference, by name, as a learner would alias it (it is not importable inside).
         "alias.ipynb": [HEADER, "causal_mask = ch02.q1.reference\n", *OTHERS],
         "alias_import.ipynb": [HEADER, "from nexttoken.exercises.ch02 import q1\ncausal_mask = q1.reference\n",
                                *OTHERS],
@@ -116,7 +116,7 @@ SNEAKS = {
                 "    import importlib, sys\n"
                 "    module = importlib.reload(sys.modules['nexttoken.generate'])\n"
                 "    return module.generate(model, input_ids, max_new_tokens)\n",
-    # a tensor subclass whose detach (which reading an output used to call, after the rule) runs it
+    # a tensor subclass whose detach runs it, were reading an output to call it after the rule
     "subclass": "import nexttoken\n"
                 "class Later(torch.Tensor):\n"
                 "    @classmethod\n"
@@ -151,10 +151,9 @@ def sneaks(tmp_path_factory):
 
 
 def test_the_library_generate_is_out_of_reach_of_a_task_that_forbids_it(sneaks):
-    """In a sandbox without generate, the rule is what they meet. (Before issue 63, without bubblewrap
-    "saved_code" and "reloaded" got full marks, the rule being only calling.forbidding in the learner's
-    process; now --no-sandbox imports a package view with the same generate-less generate.py:
-    test_grade_round6.py.)"""
+    """In a sandbox without generate, the rule is what they meet. (Without bubblewrap, --no-sandbox imports
+    a package view with the same generate-less generate.py, so that calling.forbidding in the learner's
+    process is not all that stands in their way: test_grade_round6.py.)"""
     for label in SNEAKS:
         rows = sneaks[f"{label}.ipynb"]
         assert rows["ch05.q2"][:2] == ("failed", "0"), (label, rows["ch05.q2"])

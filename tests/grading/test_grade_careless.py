@@ -1,7 +1,7 @@
-"""Honest but careless notebooks through the whole grader (issue 63), each a copy of the chapter 2 solution
+"""Honest but careless notebooks through the whole grader, each a copy of the chapter 2 solution
 with one thing a learner does on Colab or in Jupyter: graded as its kernel ran it (full marks), or, where
-the grader cannot, with a reason that names the real cause. Each was 0/5 or 1/5 before, or lost its
-explanation. (The recorder's side alone: test_recorder_kernel.py.)"""
+the grader cannot, with a reason that names the real cause, and its explanation kept. (The recorder's side
+alone: tests/recorder/test_kernel.py.)"""
 
 import copy
 import csv

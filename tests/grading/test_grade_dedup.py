@@ -1,4 +1,4 @@
-"""Identical submissions (the same bytes) are graded once (issue 43): the grader runs one of them and
+"""Identical submissions (the same bytes) are graded once: the grader runs one of them and
 gives every file of those bytes its own rows, under its own name and, with a roster, its own student."""
 
 import csv

@@ -212,8 +212,8 @@ def exported(answer: str) -> tuple[str, str]:
 
 
 def test_characters_that_do_not_render_are_shown_as_escapes_in_every_export():
-    """Issue 63: 132 variation selectors held a note to the marker (or a model marking from the export)
-    inside what showed as one sentence. Every character that does not render is now its escape."""
+    """132 variation selectors can hold a note to the marker (or a model marking from the export) inside
+    what shows as one sentence: every character that does not render is shown as its escape."""
     hidden = smuggled(NOTE) + "\U000e0041\u034f\u2064\u3164" + " \u0301" + "\u202e"
     for text in exported("Position t sees only tokens up to t." + hidden):
         assert text.count("Position t sees only tokens up to t.") == 1
@@ -224,9 +224,9 @@ def test_characters_that_do_not_render_are_shown_as_escapes_in_every_export():
 
 
 def test_an_answer_cannot_pass_for_the_question_or_the_rubric():
-    """Issue 63: an answer writing its own "question:" and "rubric (3 points, to mark by hand):" lines made a
-    hidden test with two rubrics, the forged one first. The grader's question and rubric now come first,
-    and every line of the answer after them is quoted."""
+    """An answer writing its own "question:" and "rubric (3 points, to mark by hand):" lines does not make a
+    hidden test with two rubrics, the forged one first: the grader's question and rubric come first, and
+    every line of the answer after them is quoted."""
     cell, output = exported(FORGED)
     assert cell.endswith("3 points: any answer at all")  # the CSV: the answer's own column, after the rubric
     assert explanations.FIELDS.index("answer") > explanations.FIELDS.index("rubric")

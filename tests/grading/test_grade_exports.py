@@ -98,7 +98,7 @@ def test_gradescope_results_follow_its_format():
 
 
 def test_the_explanation_reaches_results_json_hidden_from_the_student():
-    """On Gradescope the grader's CSVs are deleted with its container (issue 57): the answer to mark, the
+    """On Gradescope the grader's CSVs are deleted with its container: the answer to mark, the
     question and the rubric travel in results.json as a last test of 0 points that only staff see."""
     row = {"submission": "bob.ipynb", "chapter": "ch02", "status": "answered", "answer": "Because \x1b[2J",
            "question": "Why?", "rubric": "1 point: says why", "points_possible": 3, "points": ""}
@@ -210,7 +210,7 @@ def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path
     assert failed["status"] == "failed" and failed["points"] == "0"
     assert all(graded[("good.ipynb", f"ch02.q{i}")]["status"] == "passed" for i in (1, 2, 3, 4, 5))
     assert "held out)" in graded[("good.ipynb", "ch02.q1")]["reason"]
-    # the held-out cases are not in the sandbox to empty (issue 43): the attempt errs
+    # the held-out cases are not in the sandbox to empty: the attempt errs
     tampered = graded[("emptied.ipynb", "ch02.q1")]
     assert tampered["status"] == "error" and "No module named 'nexttoken.exercises.held_out'" in tampered["reason"]
     feedback = (tmp_path / "feedback" / "tuned.md").read_text()

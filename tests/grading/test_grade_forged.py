@@ -1,7 +1,7 @@
-"""Forged recorder messages (issue 43): the learner's code can find the run's nonce and the recorder's
+"""Forged recorder messages: the learner's code can find the run's nonce and the recorder's
 ``send`` in the recorder's frames, and write messages the grader takes as the recorder's. A message out of
 the recorder's order or form costs the cell or task it was sent from, never the submitter's other rows
-(before, ``{"cell": true}`` made every later run crash at start, and an early ``{"done": true}`` left every
+(``{"cell": true}`` must not make every later run crash at start, nor an early ``{"done": true}`` leave every
 later task unrecorded), and never a classmate's."""
 
 import csv

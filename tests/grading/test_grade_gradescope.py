@@ -1,4 +1,4 @@
-"""The Gradescope autograder against a hostile submission, in a layout like Gradescope's (issue 43): the
+"""The Gradescope autograder against a hostile submission, in a layout like Gradescope's: the
 zip names its chapter (a notebook of another chapter gets 0, two notebooks never add up), a daemon the
 submission starts neither outlives run_autograder nor rewrites results.json, and the package's solutions
 file is not readable by the submission."""
@@ -87,7 +87,7 @@ def test_a_daemon_neither_outlives_the_autograder_nor_rewrites_results_and_the_s
     graded = [t for t in results["tests"] if t["visibility"] == "visible"]
     assert [t["status"] for t in graded] == ["passed"] * 5  # q5 read no solutions
     assert all(t["name"].startswith("ch02.") for t in graded)
-    # The explanation's answer is kept for the instructor (issue 57): a test of 0 points the student never sees.
+    # The explanation's answer is kept for the instructor: a test of 0 points the student never sees.
     [explained] = [t for t in results["tests"] if t["visibility"] == "hidden"]
     assert explained["name"] == "ch02 explanation (marked by your instructor)" and explained["max_score"] == 0
     assert "the learner's answer, as written" in explained["output"] and "rubric (" in explained["output"]
@@ -97,9 +97,9 @@ def test_a_daemon_neither_outlives_the_autograder_nor_rewrites_results_and_the_s
 
 def test_without_bubblewrap_a_submission_never_runs_as_root(autograder, tmp_path):
     """The path of a container where bubblewrap cannot run (--no-sandbox, as root). Each submission would
-    run as a user id of its own; this machine's Python is under /root, which that id cannot open, and
-    before round 5 the grader then warned and ran the submission as root: its daemon rewrote results.json
-    (999). Now the grader refuses, says what the image must provide, and nothing of the submission runs."""
+    run as a user id of its own; this machine's Python is under /root, which that id cannot open. The
+    grader refuses (rather than run the submission as root, whose daemon would rewrite results.json), says
+    what the image must provide, and nothing of the submission runs."""
     attacker = notebook(tmp_path / "attacker.ipynb", HEADER, daemon(tmp_path / "gs" / "results"),
                         *CH02_GOOD.values())
     results, log = run(autograder, tmp_path / "gs", ("mine.ipynb", attacker), NEXTTOKEN_AUTOGRADER_NO_BWRAP="1")

@@ -474,7 +474,7 @@ def test_attacks_score_nothing(batch):
 
 
 def test_a_recorder_patch_finds_nothing_to_patch(batch):
-    """The judging half is outside the sandbox (issue 43): the task module the patch imports is not there,
+    """The judging half is outside the sandbox: the task module the patch imports is not there,
     so the patching cells fail, and the stubs are graded as what they are."""
     assert statuses(batch, "recorder_patch.ipynb") == {t: ("not_implemented", 0) for t in CH02}
 

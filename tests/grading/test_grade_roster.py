@@ -1,5 +1,5 @@
 """Exports keyed by the roster's student, assignments that name their chapter, names escaped on the
-terminal (issue 43): each attack run through ``python -m nexttoken.grade merge``, which writes every
+terminal: each attack run through ``python -m nexttoken.grade merge``, which writes every
 export from grades CSVs without grading anything (seconds), then one sandboxed batch end to end (slow)."""
 
 import csv

@@ -1,4 +1,4 @@
-"""Grader round 6 (issue 63), end to end: the same notebook always gets the same marks, nothing a learner
+"""The grader end to end: the same notebook always gets the same marks, nothing a learner
 chooses reaches a held-out verdict, the allow-list holds wherever the package is installed, and a newline
 flood costs the grader no more than a sandbox that sleeps. (The explanations' exports are in
 test_grade_explanations.py, the honest-but-careless notebooks in test_grade_careless.py, the units in
@@ -70,10 +70,9 @@ def solutions_graded(tmp_path_factory):
 
 
 def test_the_solutions_get_the_same_rows_every_time_with_held_out_and_two_jobs(solutions_graded):
-    """Issue 63: 2 of 80 rows of 16 copies of the ch05 solution failed in one run ("held-out test 5 of 6: its
-    output is wrong"), and a ch06.q3 passed in one run and failed as shards merged: the held-out pass drew
-    its test models from torch's global generator while another thread judged. Every copy of a chapter's
-    solution, in one run and as two shards merged, now gets the same rows: full marks."""
+    """Every copy of a chapter's solution, in one run and as two shards merged, gets the same rows: full
+    marks. (A held-out pass that drew its test models from torch's global generator while another thread
+    judged failed 2 of 80 rows of 16 copies of the ch05 solution, and a ch06.q3 as shards merged.)"""
     one, merged = solutions_graded["one run"], solutions_graded["two shards merged"]
     assert sorted(one) == sorted(merged) == sorted(f"{n}_{i}.ipynb" for n, c in COPIES.items() for i in range(c))
     for name, count in COPIES.items():
@@ -90,8 +89,8 @@ def test_the_solutions_get_the_same_rows_every_time_with_held_out_and_two_jobs(s
 VISIBLE_T = sorted(args[0] for args in chapter("ch02").q1.cases())
 HELD_OUT_T = sorted(args[0] for _, args in cases_of(chapter("ch02").q1))
 # causal_mask, right on the visible inputs; on a held-out one it raises an exception whose *type* is named by
-# the held-out inputs (read from the work order in the recorder's frames), one CJK character each: the type's
-# name used to be repeated in the verdict, and it carried every ch02 input out.
+# the held-out inputs (read from the work order in the recorder's frames), one CJK character each: were the
+# type's name repeated in the verdict, it would carry every ch02 input out.
 CJK_NAME = ("def causal_mask(T):\n    import sys as _s\n    f = _s._getframe()\n"
             "    while f is not None and not isinstance(f.f_locals.get('order'), dict):\n        f = f.f_back\n"
             "    ts = sorted(c[0] for t in f.f_locals['order']['tasks'] if t['name'] == 'q1' for c in t['cases'])\n"
@@ -186,9 +185,9 @@ def contained(rows: dict) -> None:
 
 
 def test_under_usr_the_sandbox_shows_the_allow_list_and_no_generate_where_a_task_forbids_it(usr_install):
-    """Issue 63: with nexttoken under /usr the sandbox got no allow-list: held_out.py and the solutions were
-    readable, a saved copy of generate passed ch05.q2 (32/32) and every honest notebook got "cannot import
-    name 'ch02'"."""
+    """With nexttoken under /usr the sandbox still shows only the allow-list: held_out.py and the solutions
+    are not readable, a saved copy of generate does not pass ch05.q2, and every honest notebook imports its
+    chapter."""
     contained(usr_install)
 
 
@@ -226,9 +225,9 @@ def grader_cpu(folder: Path, cell: str) -> float:
 
 
 def test_a_newline_flood_costs_the_grader_at_most_twice_a_sleeping_controls_cpu(tmp_path):
-    """Issue 63: 31.5 MB of newlines a run (its visible and its held-out run) cost the grader 7x the CPU of a
-    control sleeping as long, one Python step per line. Measured here twice each, interleaved; the least of
-    each is compared."""
+    """31.5 MB of newlines a run (its visible and its held-out run) cost the grader at most twice the CPU of
+    a control sleeping as long (one Python step per line cost 7x). Measured here twice each, interleaved; the
+    least of each is compared."""
     flood, sleep = [], []
     for _ in range(2):
         flood.append(grader_cpu(tmp_path, FLOOD))

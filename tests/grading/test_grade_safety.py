@@ -187,7 +187,7 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
         assert sequence.check({"nonce": "n", **message}, ("cell", 1)) is not None, message
 
 
-# --- round 5 (issue 54): what a judged value may cost, one escaping, the careless cases -----------------------
+# --- what a judged value may cost, one escaping, the careless cases -----------------------
 
 def test_a_tensor_of_no_elements_and_huge_dimensions_is_refused_by_the_wire():
     from nexttoken.recorder import wire
@@ -247,8 +247,8 @@ def test_cutting_lines_is_linear_in_the_chunk():
 
 
 def test_junk_lines_cost_no_python_step_each():
-    """Issue 63: a newline flood cost the grader 7x the CPU of a sandbox sleeping as long, one Python step per
-    line. Counted here as the calls a chunk costs (sys.setprofile sees every call, C functions too): a
+    """A newline flood must not cost the grader one Python step per line (that cost 7x the CPU of a sandbox
+    sleeping as long). Counted here as the calls a chunk costs (sys.setprofile sees every call, C functions too): a
     chunk of 65,536 empty lines, or of 4,096 short junk lines, costs a handful, not one or more a line."""
     import sys
 
@@ -330,9 +330,10 @@ def test_a_missing_function_is_explained_by_where_it_is_written():
 
 
 def test_no_sandbox_as_root_never_runs_a_submission_as_root_unless_told_it_is_trusted(monkeypatch, capsys):
-    """Where the sandbox's user id cannot start this Python (a pyenv under /root), the grader used to warn
-    and run the submission as root (it rewrote run_autograder on Gradescope). Now it refuses and says what
-    the image must provide; --trusted-as-root is the explicit choice for notebooks the instructor wrote."""
+    """Where the sandbox's user id cannot start this Python (a pyenv under /root), the grader refuses and
+    says what the image must provide, rather than run the submission as root (which could rewrite
+    run_autograder on Gradescope); --trusted-as-root is the explicit choice for notebooks the instructor
+    wrote."""
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup here"))
     monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [61000 + i for i in range(n)])
     monkeypatch.setattr(sandbox, "can_run_as", lambda uid, limits: False)
@@ -348,9 +349,9 @@ def test_no_sandbox_as_root_never_runs_a_submission_as_root_unless_told_it_is_tr
 
 
 def test_no_sandbox_as_root_refuses_where_the_submission_could_read_the_installed_package(monkeypatch):
-    """Issue 63: after Gradescope's set-up the judging files were out of reach by their permissions only, and
-    the library's generate in reach of the tasks that forbid it. Now a run without bubblewrap imports a copy
-    of what a sandbox shows (the package view) and the installed package must be out of the user's reach."""
+    """A run without bubblewrap imports a copy of what a sandbox shows (the package view), and the installed
+    package must be out of the user's reach: its permissions are then not the only thing between the
+    submission and the judging files, nor the library's generate within reach of the tasks that forbid it."""
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup here"))
     monkeypatch.setattr(sandbox, "allocate_uids", lambda n: [61000 + i for i in range(n)])
     monkeypatch.setattr(sandbox, "can_run_as", lambda uid, limits: True)

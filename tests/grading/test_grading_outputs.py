@@ -1,5 +1,5 @@
 """Where grading a class leaves its files when an instructor follows the README and the guides: nothing of
-it (students' notebooks, grades, feedback) can be committed by mistake (issue 57)."""
+it (students' notebooks, grades, feedback) can be committed by mistake."""
 
 import re
 import subprocess

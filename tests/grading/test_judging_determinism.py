@@ -1,4 +1,4 @@
-"""Judging is the same whatever else the grader's threads do (issue 63): every test model and input is
+"""Judging is the same whatever else the grader's threads do: every test model and input is
 drawn from a generator of its own, never from torch's global one, so a judgement, a work order and a
 held-out pass give the same inputs in any thread, beside any other (--jobs), and the global random state
 (a learner's, in a notebook) is neither read nor changed. The grading runs themselves, many times over and
@@ -44,7 +44,7 @@ def fingerprint(value) -> str:
 
 
 def old_small_model(seed: int, **overrides) -> Decoder:
-    """small_model as it was before issue 63: torch.manual_seed on the global generator, inside fork_rng."""
+    """small_model seeded the wrong way: torch.manual_seed on the global generator, inside fork_rng."""
     config = DecoderConfig(**{**dict(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4,
                                      tie_embeddings=False), **overrides})
     with torch.random.fork_rng():
@@ -108,9 +108,9 @@ def held_out_record(task) -> dict:
 
 
 def test_a_right_answer_is_judged_right_while_another_thread_builds_held_out_inputs():
-    """Issue 63's race: notebook.held_out_pass built cases without the judging lock while the test models
-    seeded torch's global generator, so a judgement beside it compared with other inputs (49 of 60 right
-    answers failed)."""
+    """A held-out pass building cases beside a judgement: were the test models seeded on torch's global
+    generator, outside the judging lock, the judgement would compare with other inputs (49 of 60 right
+    answers failed so)."""
     task = chapter("ch04").q4.task
     record = held_out_record(task)
     assert judge(task, record, held_out=True)[0] == "passed"

@@ -38,3 +38,13 @@ def test_a_config_refuses_a_size_that_is_not_a_positive_int(field, value):
 def test_a_causal_mask_refuses_a_bool_length():
     with pytest.raises(ValueError, match="T must be a non-negative int, got True"):
         nexttoken.causal_mask(True)
+
+
+def test_whole_and_real_numbers_of_any_type_count_but_bools_never():
+    import numpy as np
+
+    from nexttoken.checks import is_int, is_real, is_whole
+
+    assert [is_int(v) for v in (3, np.int64(3), True, 3.0)] == [True, False, False, False]
+    assert [is_whole(v) for v in (3, np.int64(3), True, 3.0)] == [True, True, False, False]
+    assert [is_real(v) for v in (3, np.float32(0.5), 0.5, False, "1", None)] == [True, True, True, False, False, False]

@@ -2,41 +2,11 @@
 grading wing. What the sandbox may import is tests/grading/test_boundary.py's."""
 
 import ast
-from pathlib import Path
 
-from helpers import ROOT
+from helpers import PACKAGE, imports, modules
 
-PACKAGE = ROOT / "lib" / "nexttoken"
 LONGEST = 60  # lines a function of the grading wing may take, its docstring included
 WING = ["exercises", "grading", "recorder"]
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
-
-
-def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The package's modules this one imports, anywhere in it (a function's own imports too), relative
-    imports resolved. A package this module lies in is not counted: Python has run it before this module."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = package
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            module = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
-            # "from . import model" imports the module nexttoken.model; "from .model import Decoder" the module
-            names = [f"{module}.{alias.name}" for alias in node.names]
-            found |= {n for n in names if n in known} or {module}
-        elif isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-    return {m for m in found if m in known and m != name and not name.startswith(m + ".")}
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:

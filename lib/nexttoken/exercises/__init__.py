@@ -15,7 +15,7 @@ here uses too) and only its outputs come back for comparison; this package is no
 tests/exercise_mutants/ holds the wrong answers every check is tested against.
 """
 
-from ..recorder.notebook import CHAPTERS
+from ..recorder.contract import CHAPTERS
 from .task import Mistake, Task
 
 

@@ -6,7 +6,7 @@ import torch
 
 from ..recorder import watches
 from .common import chain_tables, random_ids, seeded
-from ..recorder.calling import counted
+from ..recorder.words import counted
 from .feedback import describe, side_by_side
 from .task import Known, Mistake, Question, Task
 

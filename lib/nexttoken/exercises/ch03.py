@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from ..checks import is_int
 from ..model import Decoder, DecoderConfig, causal_mask, rotary_angles
 from .common import embed_with_positions, random_ids, rotary_model, small_model
 from .task import Known, Mistake, Question, Task, shortcut_rule
@@ -278,7 +279,7 @@ def _q3_diagnose(args, expected, got):
     tensors it is off by on this configuration, if one kind of them accounts for it (the expected count
     itself is not shown: this is a predict task)."""
     (config,) = args
-    if isinstance(got, bool) or not isinstance(got, int) or got == expected:
+    if not is_int(got) or got == expected:
         return
     diff = got - expected
     way = "too high" if diff > 0 else "too low"

@@ -11,7 +11,7 @@ import torch
 from ..generate import generate
 from .common import (NO_GENERATE, count_new_tokens, eos_case, random_ids, right_padded, small_model,
                      stopping_at_every_step, with_gpt2_eos)
-from ..recorder.calling import tokens
+from ..recorder.words import tokens
 from .feedback import describe
 from .generated import Generated
 from .task import Known, Mistake, Question, Task

@@ -7,7 +7,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..tokenizer import END_OF_TEXT_ID
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
-from ..recorder.calling import tokens
+from ..recorder.words import tokens
 from .task import Mistake, shortcut_rule
 
 # The rule of every task that rebuilds the loop or a step of it (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).

@@ -1,7 +1,7 @@
 """The graded explanation of each chapter: one "why" question, answered in a few sentences in a Markdown
 cell of the exercise notebook, which the instructor marks against a rubric (it is never auto-scored).
 
-The solution notebook is the source. Just before its "## What you built" section it has three Markdown
+The solution notebook is the source. Just before its "## Going deeper: what you built" section it has three Markdown
 cells:
 
 - the question: a heading ``## Explain: TOPIC [core, about 3 minutes]``, the question, and a last paragraph

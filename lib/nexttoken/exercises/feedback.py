@@ -5,12 +5,12 @@ The judging half's words (``task.Task.verdict``); nothing here runs the learner'
 
 import dataclasses
 import math
-import numbers
 
 import torch
 
+from ..checks import is_real, is_whole
 from ..model import Decoder
-from ..recorder.calling import counted
+from ..recorder.words import counted
 
 SMALL = 24  # outputs with at most this many entries are printed in full in feedback
 SMALL_INPUT = 12  # inputs, likewise (longer ones are described by dtype and shape)
@@ -137,13 +137,13 @@ def compare(expected, got, what: str = "your output", atol: float = 1e-4) -> Dif
         if isinstance(got, torch.Tensor) and got.numel() == 1:
             got = got.item()
         if isinstance(expected, int):  # any integer type will do (int, numpy.int64, a 0-d int tensor)
-            if isinstance(got, bool) or not isinstance(got, numbers.Integral):
+            if not is_whole(got):
                 return Difference("type", f"{what} should be an integer (a count is a whole number, int), but it "
                                           f"is {describe(got)}")
             if got != expected:
                 return Difference("values", f"{what} is wrong", f"expected: {expected}\n   got:      {got}")
             return None
-        if isinstance(got, bool) or not isinstance(got, numbers.Real):
+        if not is_real(got):
             return Difference("type", f"{what} should be a number, but it is {describe(got)}")
         if abs(got - expected) > atol + 1e-4 * abs(expected):
             return Difference("values", f"{what} is wrong", f"expected: {expected:.4f}\n   got:      {got:.4f}")
@@ -212,7 +212,7 @@ def exception_type(error_text) -> str:
 def unrevealed(expected, got) -> str:
     """The evidence of a wrong prediction without the right answer: what was predicted, and which way a
     number is off or how many entries of a tensor are wrong (not which ones: that would be the answer)."""
-    if isinstance(expected, (int, float)) and not isinstance(got, bool) and isinstance(got, numbers.Real):
+    if isinstance(expected, (int, float)) and is_real(got):
         return f"got:      {got}, which is too {'high' if got > expected else 'low'}"
     if isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor) and got.shape == expected.shape:
         wrong = int((got.double() != expected.double()).sum())

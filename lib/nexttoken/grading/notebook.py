@@ -5,14 +5,14 @@ library's generate get a run of their own, without it), then one row per task.""
 import time
 from dataclasses import dataclass, field, replace
 
-from ..exercises import CHAPTERS, chapter
+from ..exercises import chapter
+from ..recorder.contract import CHAPTERS, NOTEBOOK_STATUSES
 from .assignment import wrong_chapter
 from .csvs import MAX_REASON, Row, clean, notebook_row, task_row
 from .judge import case_count, judge, library_calls
 from .orders import next_group, plan
 from .runner import RunResult, Settings, Stop, run_once
 
-NOTEBOOK_STATUSES = ("invalid_notebook", "unknown_chapter", "old_notebook")
 NO_OUTPUTS = "no outputs were recorded for this task"
 
 

@@ -16,7 +16,7 @@ names) stays here: the sandbox cannot import it (``sandbox.policy``: it shows on
 import threading
 
 from ..exercises import CHAPTERS, chapter
-from ..recorder.calling import RULE
+from ..recorder.contract import RULE
 from ..recorder.wire import pack_order
 from .judge import judged_cases
 

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import assignment, explanations, exports, rosters
-from ..recorder.calling import counted
+from ..recorder.words import counted
 from .csvs import FIELDS, Row, gradebook, shown, write_csv
 
 

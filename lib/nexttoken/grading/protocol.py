@@ -9,7 +9,8 @@ run stops there (``runner``).
 import json
 import secrets
 
-MAX_TOKENS = 200_000  # "{", "[" and "," in one recorder message: far above any real one (MAX_ITEMS values)
+from ..checks import is_int
+from ..recorder.contract import KEYS, MAX_TOKENS
 
 
 def new_nonce() -> str:
@@ -95,13 +96,6 @@ def parse_message(line: bytes) -> dict | None:
 
 FORGED = ("the grader received a message from your process that its recorder did not send in that form or at "
           "that point (a malformed or forged record: {why}), so this was not graded")
-# The keys of each message the recorder sends, by its kind (the key that names it).
-KEYS = {"cell": {"cell"}, "cell_error": {"cell_error", "error"}, "task": {"task"},
-        "record": {"record", "outcomes", "library", "tampered", "notes"}, "done": {"done"}}
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _names(value) -> bool:
@@ -119,12 +113,12 @@ def _notes(value) -> bool:
             return False
         cells, counts = defined["cells"], defined["counts"]
         if not (isinstance(cells, list) and isinstance(counts, list) and 2 <= len(cells) == len(counts) <= 16
-                and all(map(_is_int, cells)) and all(c is None or _is_int(c) for c in counts)
-                and _is_int(defined["used"])):
+                and all(map(is_int, cells)) and all(c is None or is_int(c) for c in counts)
+                and is_int(defined["used"])):
             return False
     if loop is not None:
-        if not (isinstance(loop, dict) and set(loop) == {"cell", "line", "name"} and _is_int(loop["cell"])
-                and _is_int(loop["line"]) and isinstance(loop["name"], str) and loop["name"].isidentifier()
+        if not (isinstance(loop, dict) and set(loop) == {"cell", "line", "name"} and is_int(loop["cell"])
+                and is_int(loop["line"]) and isinstance(loop["name"], str) and loop["name"].isidentifier()
                 and len(loop["name"]) <= 60):
             return False
     return True
@@ -151,7 +145,7 @@ class Sequence:
             return "not a message of the recorder's"
         kind, value = kinds[0], message[kinds[0]]
         if kind == "cell":
-            if not (_is_int(value) and value > self.cell and self.index < 0):
+            if not (is_int(value) and value > self.cell and self.index < 0):
                 return f"code cell {str(value)[:20]} out of order"
             self.cell = value
         elif kind == "cell_error":

@@ -7,6 +7,8 @@ grader or the exercises. It imports only torch and the lesson's library (tests/g
     notebook.py  reading the notebook: its cells, its chapter, each cell's definitions
     calling.py   calling a function on its inputs under the task's rules (a notebook's check() too)
     watches.py   the checks of how a function works, which only watching it run can tell
-    wire.py      the one data format between the sandbox and the grader, both ways, with its limits
+    contract.py  what both sides agree on: the chapters, the messages and their keys, the rules' words, the limits
+    wire.py      the one data format between the sandbox and the grader, both ways, within those limits
+    words.py     counts in words ("1 row", "3 rows"), for both sides
     stand_in.py  what ``nexttoken.exercises`` is inside the sandbox: chapters with no tasks
 """

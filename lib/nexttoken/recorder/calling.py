@@ -17,22 +17,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..model import Decoder
+from .contract import MAX_LIST, NO_THREAD, RULE, THREADS_REFUSED
+from .words import counted  # noqa: F401  (grading/batch.py and cli.py import it from here)
 
-MAX_LIST = 64  # items of one list or tuple that an output keeps (the grader's wire refuses more)
-RULE = "forbidden call: "  # how a forbidden call's error begins (run_on recognises it by this)
-NO_THREAD = "can't start new thread"  # Python's error where the grader's sandbox refuses a new thread
-THREADS_REFUSED = ("threads are refused while grading: the grader calls each function in one thread and its "
-                   "rules apply there; compute in the function itself")
-
-
-def counted(k: int, noun: str, plural: str | None = None) -> str:
-    """"1 row", "3 rows", "1 forward pass", "2 forward passes": a count with its noun in the right number."""
-    return f"{k} {noun if k == 1 else plural or noun + 's'}"
-
-
-def tokens(k: int) -> str:
-    """"1 token", "3 tokens"."""
-    return counted(k, "token")
 
 
 def copy_args(args):

@@ -22,7 +22,8 @@ assignments to plain names; no calls for effect such as ``qN.check(...)``, ``dis
 as the learner's kernel ran them where it can tell (``notebook.Kernel``: of a function defined twice, the
 definition run last; an import this machine lacks costs its line alone; ``x = %time ...``, ``%%writefile``),
 then calls each task's function on its inputs, and writes one JSON message per line, each starting with
-the nonce, to the descriptor the grader passed:
+the nonce, to the descriptor the grader passed (their kinds and keys: ``contract.KEYS``, which the grader
+checks them against):
 
     {"notebook": "read", "chapter": "ch02", "nbformat": 4}   (or "refused", with "status" and "reason")
     {"cell": N}                      about to run code cell N (the learner's numbering, from 1)
@@ -53,7 +54,8 @@ import json
 import os
 import sys
 
-from . import calling, notebook, watches, wire
+from . import calling, contract, notebook, watches, wire
+from .contract import message
 from .notebook import Refused
 
 
@@ -109,7 +111,8 @@ def recorder_parts():
 
     spaces = [("builtins", vars(builtins)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
               ("nexttoken.recorder.watches.WATCHES", watches.WATCHES)]
-    spaces += [(module.__name__, vars(module)) for module in (calling, watches, wire, notebook, sys.modules[__name__])]
+    spaces += [(module.__name__, vars(module))
+               for module in (calling, contract, watches, wire, notebook, sys.modules[__name__])]
 
     def parts():
         found = [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
@@ -199,10 +202,10 @@ def run_definitions(cells: list[str], skip: set[int], send, counts: list) -> not
     for number, source in enumerate(cells, start=1):
         if number in skip:
             continue
-        send({"cell": number})
+        send(message("cell", number))
         error = kernel.run_cell(number, source)
         if error is not None:
-            send({"cell_error": number, "error": error[:wire.MAX_STRING]})
+            send(message("cell_error", number, error=error[:contract.MAX_STRING]))
     kernel.rerun_last_executed()
     return kernel
 
@@ -224,7 +227,7 @@ def record(task: dict, kernel: notebook.Kernel, library: set, cells: list[str], 
         called.discard(PROFILE_REMOVED)
         tampered.insert(0, "sys.setprofile (the library-call watch)")
     try:
-        sent = [[str(kind)[:40], wire.encode(value)] for kind, value in outcomes]
+        sent = [[str(kind)[:contract.MAX_KIND], wire.encode(value)] for kind, value in outcomes]
         json.dumps(sent)
     except Exception as exc:  # e.g. a sparse tensor, an int of 5,000 digits: that task's error, not a crash
         sent = [["error", f"the output could not be sent to the grader ({type(exc).__name__})"]]
@@ -232,8 +235,8 @@ def record(task: dict, kernel: notebook.Kernel, library: set, cells: list[str], 
         notes = kernel.notes(task["function"], fn)
     except Exception:  # what the learner's code made of the namespace: no notes, the outcomes stand
         notes = {}
-    return {"record": task["name"], "outcomes": sent, "library": sorted(called), "tampered": tampered[:5],
-            "notes": notes}
+    return message("record", task["name"], outcomes=sent, library=sorted(called), tampered=tampered[:5],
+                   notes=notes)
 
 
 def main(argv=None):
@@ -262,8 +265,8 @@ def main(argv=None):
     kernel = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send,
                              notebook.execution_counts(nb))
     for task in order["tasks"]:
-        send({"task": task["name"]})
+        send(message("task", task["name"]))
         send(record(task, kernel, library[task["name"]], cells, parts, before))
-    send({"done": True})
+    send(message("done", True))
     sys.stdout.flush()
     os._exit(0)  # no atexit hooks or threads of the learner's run after the report

@@ -9,9 +9,8 @@ import os
 import re
 import sys
 
-# The course's chapters, as nexttoken.exercises names them; the stand-in for that package inside the sandbox
-# (``stand_in``) and the package itself read them from here.
-CHAPTERS = ("ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07")
+from ..checks import is_int
+from .contract import CHAPTERS, NO_THREAD, THREADS_REFUSED
 
 
 class Refused(Exception):
@@ -33,7 +32,7 @@ def read_notebook(notebook_path: str) -> dict:
     except RecursionError:
         raise Refused("invalid_notebook", "not a readable notebook: JSON nested too deeply") from None
     version = nb.get("nbformat") if isinstance(nb, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool):
+    if not is_int(version):
         raise Refused("invalid_notebook", "not a readable notebook: no nbformat version number in it")
     if version in (1, 2, 3):  # Jupyter's older formats: upgraded as Jupyter itself would
         try:
@@ -169,7 +168,7 @@ def execution_counts(nb: dict) -> list[int | None]:
     for cell in nb.get("cells", []):
         if isinstance(cell, dict) and cell.get("cell_type") == "code":
             n = cell.get("execution_count")
-            counts.append(n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None)
+            counts.append(n if is_int(n) and n > 0 else None)
     return counts
 
 
@@ -408,7 +407,5 @@ def _one_import_each(body: list) -> list:
 
 
 def _error_text(exc: BaseException) -> str:
-    from .calling import NO_THREAD, THREADS_REFUSED
-
     error = f"{type(exc).__name__}: {exc}"
     return error + (f" ({THREADS_REFUSED})" if str(exc) == NO_THREAD else "")

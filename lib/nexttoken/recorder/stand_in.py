@@ -5,7 +5,7 @@ and a leftover ``ch02.q1.hint()`` or ``args = ch02.q1.failing_input()`` does not
 no reference, no known mistake, no held-out input or solution.
 """
 
-from nexttoken.recorder.notebook import CHAPTERS  # absolute: inside, this file is nexttoken/exercises/__init__.py
+from nexttoken.recorder.contract import CHAPTERS  # absolute: inside, this file is nexttoken/exercises/__init__.py
 
 
 class NotWhileGrading:

@@ -10,7 +10,7 @@ import contextlib
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .calling import counted, tokens
+from .words import counted, tokens
 
 @contextlib.contextmanager
 def draws_from(args):

@@ -1,4 +1,4 @@
-"""The one data format between the sandbox and the grader, both ways, with its one table of limits.
+"""The one data format between the sandbox and the grader, both ways, within the limits of ``contract``.
 
 In: the grader's *work order* (``pack_order``), what the sandbox is to call: each task's function name,
 its rules and checks of how by name, and its test inputs as data (tensors, numbers, and models as their
@@ -7,9 +7,9 @@ a task's code: the sandbox rebuilds the inputs with ``unpack_order`` and calls t
 them (``main``).
 
 Out: inside the sandbox the recorder turns each output of a learner's function into plain JSON data with
-``encode``, cut down to the limits below; outside, the grader trusts none of it and rebuilds it with
-``decode_outcomes``, which refuses anything beyond the same limits. ``calling.run_on`` keeps lists within
-``MAX_LIST`` too, so ``check()`` in a notebook sees what the grader sees.
+``encode``, cut down to the limits (``contract.MAX_*``); outside, the grader trusts none of it and rebuilds
+it with ``decode_outcomes``, which refuses anything beyond the same limits. ``calling.run_on`` keeps lists
+within ``MAX_LIST`` too, so ``check()`` in a notebook sees what the grader sees.
 
 Tensors travel out as ``{"dtype", "shape", "data"}``, data being base64 of the contiguous bytes.
 """
@@ -21,14 +21,9 @@ import io
 
 import torch
 
-from .calling import MAX_LIST  # items of one list or tuple
+from ..checks import is_int
 from ..model import Decoder, DecoderConfig
-
-MAX_STRING = 1000  # characters of a string output or an error message
-MAX_DEPTH = 4  # levels of nested lists
-MAX_ITEMS = 10_000  # values in one task's outputs, counted over nested lists
-MAX_NUMEL = 1 << 22  # elements of one tensor
-MAX_KIND = 40  # characters of an outcome's kind ("ok", "error", ...)
+from .contract import MAX_DEPTH, MAX_ITEMS, MAX_KIND, MAX_LIST, MAX_NUMEL, MAX_STRING
 DTYPES = {name: getattr(torch, name) for name in
           ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")}
 
@@ -92,7 +87,7 @@ def decode_tensor(value: dict) -> torch.Tensor:
     if dtype is None:
         raise Rejected(f"a tensor of dtype {str(value['dtype'])[:20]!r}")
     if not (isinstance(shape, list) and len(shape) <= 8
-            and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_NUMEL for s in shape)):
+            and all(is_int(s) and 0 <= s <= MAX_NUMEL for s in shape)):
         raise Rejected("a tensor with an invalid shape")
     numel = footprint = 1
     for s in shape:

@@ -38,6 +38,10 @@ LIBRARY = ("__init__.py", "cache.py", "chain_rule.py", "checks.py", "fast", "gen
            "plots.py", "pretrained.py", "smollm2.py", "timing.py", "tokenizer.py", "assets", "pretrained")
 INSIDE = "recorder"  # the package nexttoken.recorder
 SHOWN = LIBRARY + (INSIDE,)
+# The rest of the package, never shown (``hidden``): what a sandbox must not hold (the tasks and the grader),
+# and what no submission needs (training, the command-line wrappers). Every top-level entry of the package is
+# in SHOWN or here, and every file shown imports only what is shown (tests/grading/test_allow_list.py).
+OUTSIDE = ("exercises", "grading", "training", "evaluate.py", "grade.py", "train.py")
 STAND_IN = ("recorder/stand_in.py", "exercises/__init__.py")  # (the file, where the sandbox shows it)
 
 

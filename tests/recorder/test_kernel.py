@@ -1,4 +1,4 @@
-"""The recorder's cells run as the learner's kernel ran them (issue 63), without a sandbox: honest but
+"""The recorder's cells run as the learner's kernel ran them, without a sandbox: honest but
 careless notebooks that Jupyter would give full marks, each graded so, or with a reason naming the real
 cause. (The same notebooks through the whole grader are in test_grade_careless.py.)"""
 

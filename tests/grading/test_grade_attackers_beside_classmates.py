@@ -1,15 +1,14 @@
-"""Grader round 5 (issue 54), end to end: one batch with --held-out and every export, holding each finding
-of the red team beside honest classmates. The attacker gets no marks it did not earn, every honest
-classmate keeps full marks and every row, and the batch finishes.
+"""Attackers beside honest classmates, end to end: one batch with --held-out and every export. The attacker
+gets no marks it did not earn, every honest classmate keeps full marks and every row, and the batch finishes.
 
-1. a tensor of 0 elements and huge dimensions (printing it built ~17 trillion lists and killed the grader);
+1. a tensor of 0 elements and huge dimensions (printing it would build ~17 trillion lists);
 2. held-out inputs read from the recorder's frames and raised as error text;
 3. terminal escapes in an error text and a file name;
-5. a thread that calls the library or torch.softmax outside the rules;
-6. 13 MB of newlines written to the recorder's pipe;
-7. careless but honest: a %%time defining cell, a def inside ``with torch.no_grad():``; and a def inside a
+4. a thread that calls the library or torch.softmax outside the rules;
+5. 13 MB of newlines written to the recorder's pipe;
+6. careless but honest: a %%time defining cell, a def inside ``with torch.no_grad():``; and a def inside a
    loop, whose reason names the real cause.
-(4, Gradescope without bubblewrap, is in test_grade_gradescope.py.)"""
+(Gradescope without bubblewrap is in test_grade_gradescope.py.)"""
 
 import csv
 import json
