@@ -187,7 +187,7 @@ def test_python3_and_no_diary(path):
 
 def test_the_gradescope_rehearsals_unpacking_line_runs_as_written_in_a_fresh_folder(tmp_path):
     """The rehearsal's first line, as written, with /tmp/ag a folder that does not exist yet (nor its parent):
-    it must make the folders it unpacks into (unzip -d makes only the last one; issue 66). A small zip stands
+    it must make the folders it unpacks into (unzip -d makes only the last one). A small zip stands
     in for autograder.zip; the slow test below runs the whole rehearsal with the real one."""
     import zipfile
 

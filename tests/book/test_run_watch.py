@@ -1,4 +1,4 @@
-"""tests/run_watch.py, the plugin every test run loads (issue 66): a run whose tests leave a process (a kernel
+"""tests/run_watch.py, the plugin every test run loads: a run whose tests leave a process (a kernel
 not shut down, a server) or a file in the session's temporary folder behind fails, naming it, and what it
 left is killed and removed; a slow test's start and end are printed as they happen, through a pipe too.
 
