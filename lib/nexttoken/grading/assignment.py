@@ -76,6 +76,6 @@ def mixed_chapters(args, chapters: Counter) -> str | None:
         return None
     found = ", ".join(f"{name}: {n}" for name, n in sorted(chapters.items()))
     likely = chapters.most_common(1)[0][0]
-    return (f"{' and '.join(asked)} file every submission's points under one assignment, but these notebooks are "
-            f"of {len(chapters)} chapters ({found}); name the assignment's chapter with --chapter (e.g. --chapter "
-            f"{int(likely[2:])}): a notebook of another chapter then gets 0 for it, with the reason")
+    return (f"an LMS export ({', '.join(asked)}) files every submission's points under one assignment, but these "
+            f"notebooks are of {len(chapters)} chapters ({found}); name the assignment's chapter with --chapter (e.g. "
+            f"--chapter {int(likely[2:])}): a notebook of another chapter then gets 0 for it, with the reason")
