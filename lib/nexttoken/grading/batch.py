@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import assignment, explanations, exports, outputs, report
-from ..recorder.calling import counted
+from ..recorder.words import counted
 from .csvs import (Row, about_notebook, clean, clean_rows, error_row, name_text, notebook_row,
                    read_previous, shown)
 from .notebook import grade_notebook

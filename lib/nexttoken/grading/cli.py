@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import assignment, batch, explanations, outputs, rosters, sandbox
-from ..recorder.calling import counted
+from ..recorder.words import counted
 from .csvs import read_previous, shown
 from .runner import Settings
 
