@@ -1408,3 +1408,24 @@ def test_phone_maths_stays_in_the_column_and_figure_text_is_readable(browser, si
     assert len(plots) >= 5 and any(plot["natural"] > PHONE_WIDTH for page, plot in plots)
     for page, plot in plots:
         assert plot["width"] >= 0.75 * plot["natural"] - 0.5, f"{page}: {plot['src']} shrunk: {plot}"
+
+
+@pytest.mark.browser
+def test_the_grading_class_report_opens_offline_with_its_plots(browser, tmp_path):
+    """The batch grader's class report (issue 66; built from rows here, from a graded batch in
+    tests/grading/test_grade_class.py), opened from a file: its histogram and each task's pass-rate bar are
+    drawn, and it asks for nothing (no request) and logs no error."""
+    from nexttoken.grading import csvs, report
+
+    rows = [csvs.task_row(f"s{i}.ipynb", f"ch05.q{q}", int(i >= q), 1, "passed" if i >= q else "failed",
+                          "all 8 tests passed" if i >= q else "the output has the wrong shape")
+            for i in range(4) for q in (1, 2, 3)]
+    path = tmp_path / "g-report.html"
+    path.write_text(report.page("g.csv", rows, 3, [], tmp_path / "g-explanations.csv"), encoding="utf-8")
+    browser.get_log("browser")  # drop what earlier pages left
+    browser.get(path.as_uri())
+    drawn = browser.execute_script("return Array.from(document.querySelectorAll('svg rect.bar')).map(r => "
+                                   "r.getBoundingClientRect().width * r.getBoundingClientRect().height)")
+    assert len(drawn) == 4 + 3 and all(a > 0 for a in drawn)  # a bar for 0 to 3 points, a pass rate per task
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []

@@ -45,7 +45,7 @@ def grade(paths, tmp_path, timeout=20) -> dict:
         capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "wrote" in result.stdout  # the summary table went to the terminal
+    assert "wrote" in result.stdout  # the summary went to the terminal
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
     assert list(rows[0].keys()) == ["submission", "task", "points", "max_points", "status", "reason", "library_calls"]

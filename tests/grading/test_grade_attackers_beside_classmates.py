@@ -87,14 +87,18 @@ def batch(tmp_path_factory):
     for name, cells in SUBMISSIONS.items():
         notebook(folder / name, *cells)
         names.append(name)
-    notebook(folder / "thread_softmax.ipynb", THREAD_SOFTMAX, ch="ch04")
-    names.append("thread_softmax.ipynb")
     done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--gradebook",
                            "gradebook.csv", "--feedback", "feedback", "--gradescope", "gradescope", "--held-out",
                            "--timeout", "30", "--jobs", "2", "--", *names],
                           cwd=folder, capture_output=True, timeout=900)
-    with open(folder / "grades.csv", newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    # A chapter-4 notebook: a run of its own, since --gradescope refuses a batch of two chapters (issue 66)
+    notebook(folder / "thread_softmax.ipynb", THREAD_SOFTMAX, ch="ch04")
+    subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades-ch04.csv", "--held-out", "--timeout",
+                    "30", "--", "thread_softmax.ipynb"], cwd=folder, capture_output=True, timeout=900)
+    rows = []
+    for out in ("grades.csv", "grades-ch04.csv"):
+        with open(folder / out, newline="", encoding="utf-8") as f:
+            rows += list(csv.DictReader(f))
     grades: dict = {}
     for r in rows:
         grades.setdefault(r["submission"], {})[r["task"]] = r

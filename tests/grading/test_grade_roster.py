@@ -112,9 +112,18 @@ def test_the_roster_problems_are_on_the_console_and_in_the_problems_file(attacke
             "3 no_roster_entry (all in grades-problems.csv)") in err
     problems = [(p["problem"], p["student_id"], p["submission"], p["detail"])
                 for p in read(folder / "grades-problems.csv")]
+    unmatched = {p[2]: p[3] for p in problems if p[0] == "no_roster_entry"}
+    assert sorted(unmatched) == sorted(["b2.ipynb", "a1.ipynb", csvs.name_text(ESCAPE_NAME)])
+    escaped = csvs.name_text(ESCAPE_NAME)  # which file, what the roster has, what to do (issue 66)
+    assert unmatched[escaped] == (f"no line of the roster's 4 matches {csvs.shown(escaped)} in its file column (a "
+                                  "file name or a pattern such as s12_*.ipynb): counted for no student; add or "
+                                  "correct its student's line and run again (or merge this grades CSV with the "
+                                  "corrected --roster)")
+    for sid, file in (("b2", "bob.ipynb"), ("a1", "alice_*.ipynb")):  # named after a classmate's id
+        assert unmatched[f"{sid}.ipynb"].startswith(f"{sid}.ipynb is named after {sid}'s student_id, but their "
+                                                    f"roster file is '{file}': counted for no student")
+    problems = [p for p in problems if p[0] != "no_roster_entry"]
     assert sorted(problems) == sorted([
-        ("no_roster_entry", "", "b2.ipynb", "no_roster_entry"), ("no_roster_entry", "", "a1.ipynb", "no_roster_entry"),
-        ("no_roster_entry", "", csvs.name_text(ESCAPE_NAME), "no_roster_entry"),
         ("duplicate_submission", "a1", "alice_final.ipynb", "counted"),
         ("duplicate_submission", "a1", "alice_zzz.ipynb", "not counted"),
         ("missing_submission", "c4", "", "missing submission: no file matches 'carol.ipynb'")])
@@ -222,7 +231,11 @@ def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
                            "gs", "--", *names], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "\x1b" not in done.stdout + done.stderr and "\u202e" not in done.stdout + done.stderr
-    assert "\\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in done.stdout and "alice_ch1.ipynb wrong_chapter 0/5" in done.stderr
+    assert "\\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in done.stderr and "alice_ch1.ipynb wrong_chapter 0/5" in done.stderr
+    assert "problems: 1 submission not graded task by task (1 wrong_chapter); 5 of the roster" in done.stdout
+    page = (tmp_path / "grades-report.html").read_text()  # the class report, from this sandboxed batch
+    assert (tmp_path / "grades-report.html").stat().st_mode & 0o777 == 0o600
+    assert "ch02.q1</td><td class=\"rate\">1 of 3 (33%)" in page and "wrong_chapter: 1" in page
     grades = read(tmp_path / "grades.csv")
     [alice] = [r for r in grades if r["submission"] == "alice_ch1.ipynb"]
     assert (alice["status"], alice["points"], alice["max_points"], alice["student_id"]) == \

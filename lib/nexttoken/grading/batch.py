@@ -7,14 +7,16 @@ killed loses nothing it graded, and --resume goes on from there. The exports fol
 
 import argparse
 import queue
+import shutil
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assignment, explanations, exports, outputs
-from ..recorder.calling import counted
+from . import assignment, explanations, exports, outputs, report
+from ..recorder.words import counted
 from .csvs import (Row, about_notebook, clean, clean_rows, error_row, name_text, notebook_row,
                    read_previous, shown)
 from .notebook import grade_notebook
@@ -126,6 +128,11 @@ def grade_all(batch: Batch) -> None:
 def run(args, settings: Settings, roster: Roster | None) -> int:
     """Grade the batch, write the exports and print the grades; the exit code (1: something not written)."""
     batch = prepare(args, settings, roster)
+    refused = mixed_batch(batch)
+    if refused is not None:  # before anything is graded or written
+        batch.snapshots.close()
+        print(f"python -m nexttoken.grade: {refused}; nothing was graded or written", file=sys.stderr)
+        return 2
     start = time.monotonic()
     save(batch)
     try:
@@ -138,47 +145,89 @@ def run(args, settings: Settings, roster: Roster | None) -> int:
     if not batch.saved:
         print(f"python -m nexttoken.grade: the grades could not be written to {shown(args.out)}", file=sys.stderr)
         return 1
+    refused = assignment.mixed_chapters(args, assignment.chapters_of(batch.rows))
+    if refused is not None:  # chapters the first look did not find (mixed_batch): the grades, no export
+        print(f"python -m nexttoken.grade: {refused}; the grades are in {shown(args.out)}, no export was written",
+              file=sys.stderr)
+        return 1
     try:
         outputs.write_exports(args, batch.rows, roster, batch.answers)
-        if roster is not None:
-            outputs.report_roster(args, batch.rows, roster)
+        problems = outputs.report_roster(args, batch.rows, roster) if roster is not None else None
+        page = outputs.write_report(args, batch.rows, batch.answers)
     except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
         print(f"python -m nexttoken.grade: the exports could not be written: {shown(exc)}", file=sys.stderr)
         return 1
     if args.github_classroom:
         print(exports.github_classroom(batch.rows))
     else:
-        report(batch, elapsed)
+        summary(batch, elapsed, page, problems)
     return 0
 
 
-def report(batch: Batch, elapsed: float) -> None:
-    """The grades on stdout, one line a row, then what was graded, how fast, and what was written."""
+def mixed_batch(batch: Batch) -> str | None:
+    """The refusal of an LMS export of several chapters' notebooks without --chapter, from the chapters
+    of the rows --resume keeps and of each snapshot (read as JSON text: nothing of it runs), or None."""
+    args = batch.args
+    if args.chapter is not None or not assignment.exports_asked(args):
+        return None
+    chapters = assignment.chapters_of(batch.previous)
+    for name in batch.todo:
+        data, problem = batch.snapshots.read(name)
+        found = explanations.read_chapter(data) if problem is None else None
+        if found is not None:
+            chapters[found] += 1
+    return assignment.mixed_chapters(args, chapters)
+
+
+def summary(batch: Batch, elapsed: float, page: Path, roster_problems: int | None) -> None:
+    """A few lines on stdout: what was graded and how fast, the points, the problems, and what was written
+    (each row is in grades.csv, each task's pass rate and mistakes in the class report)."""
     args, rows, todo = batch.args, batch.rows, batch.todo
-    print(f"{'submission':40s} {'task':10s} {'points':>6s}  status")
-    for r in rows:
-        print(f"{shown(Path(r['submission']).name)[:40]:40s} {shown(r['task']):10s} "
-              f"{r['points']:>3}/{r['max_points']:<2}  {shown(r['status'])}")
     if todo:
         repeated = len(todo) - len(batch.copies)
         print(f"graded {counted(len(todo), 'submission')} in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
               f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
               + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
+    print(f"{counted(len(report.totals(rows)), 'submission')} in all; "
+          f"{report.points_summary(rows, outputs.most_points(args, rows))}")
+    print(problems_line(rows, roster_problems, args.out))
     print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
           + (f" and {shown(args.gradebook)}" if args.gradebook else "")
           + f"; the explanations' answers, to mark, to {shown(explanations.explanations_path(args.out))}")
+    print(f"the class report (pass rates, mistakes, points): {shown(page)}")
+
+
+def problems_line(rows: list[Row], roster_problems: int | None, out: Path) -> str:
+    """The problems to look at: submissions not graded task by task, by status, and the roster's."""
+    statuses = Counter(r["status"] for r in rows if about_notebook(r))
+    said = ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()))
+    line = f"problems: {counted(sum(statuses.values()), 'submission')} not graded task by task" + \
+        (f" ({said})" if said else "")
+    if roster_problems is not None:
+        line += f"; {roster_problems} of the roster (in {shown(outputs.problems_path(out))})"
+    return line
+
+
+BAR = 30  # characters of the progress bar on a terminal
 
 
 def progress(done: int, total: int, name: str, rows: list[Row], seconds: float, same_as: str | None = None) -> None:
-    """One line on stderr per graded submission: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status);
-    a file of the same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb"."""
+    """Each graded submission on stderr: [12/200] s12_ch05.ipynb 4/4 in 2.1 s (or its status); a file of the
+    same bytes as one graded already: "... 4/4, the same bytes as s07_ch05.ipynb". Through a pipe, a line
+    each; on a terminal, a progress bar redrawn in place (carriage return), with the last one graded."""
     points, most = sum(int(r["points"]) for r in rows), sum(int(r["max_points"]) for r in rows)
     if not about_notebook(rows[0]):
         score = f"{points}/{most}"
     else:  # the notebook as a whole: its status, and "0/5" where --chapter gives the assignment's points
         score = rows[0]["status"] + (f" {points}/{most}" if most else "")
     how = f"in {seconds:.1f} s" if same_as is None else f"the same bytes as {shown(Path(same_as).name)}: graded once"
-    print(f"[{done}/{total}] {shown(Path(name).name)} {score} {how}", file=sys.stderr, flush=True)
+    line = f"[{done}/{total}] {shown(Path(name).name)} {score} {how}"
+    if not sys.stderr.isatty():  # a pipe or a log: one line each, no animation
+        print(line, file=sys.stderr, flush=True)
+        return
+    filled = BAR * done // max(total, 1)
+    bar = f"\r\x1b[K|{'#' * filled}{'.' * (BAR - filled)}| {line}"[:shutil.get_terminal_size().columns + 4]
+    print(bar, end="\n" if done >= total else "", file=sys.stderr, flush=True)  # the bar redrawn in place
 
 
 def copies_of(todo: list[str], first: dict[str, str]) -> dict[str, list[str]]:

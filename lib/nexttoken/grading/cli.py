@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from . import assignment, batch, explanations, outputs, rosters, sandbox
-from ..recorder.calling import counted
+from ..recorder.words import counted
 from .csvs import read_previous, shown
 from .runner import Settings
 
@@ -52,13 +52,18 @@ def merge(argv) -> int:
     except (ValueError, rosters.RosterError) as exc:
         print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
+    refused = assignment.mixed_chapters(args, assignment.chapters_of(rows))
+    if refused is not None:
+        print(f"python -m nexttoken.grade merge: {refused}; nothing was written", file=sys.stderr)
+        return 2
     rows = outputs.write_grades(args, rows, roster)
     outputs.write_explanations(args, rows, answers, roster)
     outputs.write_exports(args, rows, roster, answers)
     if roster is not None:
         outputs.report_roster(args, rows, roster)
+    page = outputs.write_report(args, rows, answers)
     print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, "
-          f"{counted(len(rows), 'row')}, into {shown(args.out)}")
+          f"{counted(len(rows), 'row')}, into {shown(args.out)}; the class report: {shown(page)}")
     return 0
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import rosters
 from .csvs import NOTEBOOK, Row, about_notebook, clean, notebook_row, shown, task_names
-from .rosters import Roster, match, missing_reason
+from .rosters import Roster, match, missing_reason, no_entry_detail
 
 PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
 
@@ -119,7 +119,8 @@ def problems(rows: list[dict], roster: Roster) -> list[dict]:
     """What the instructor must look at (PROBLEM_FIELDS): a file no roster line names or several do, each
     file of a student with more than one (which one counted), and each student with none."""
     _, status = match(list(dict.fromkeys(r["submission"] for r in rows)), roster)
-    found = [dict(problem=why.split(":")[0], student_id="", name="", submission=name, detail=why)
+    found = [dict(problem=why.split(":")[0], student_id="", name="", submission=name,
+                  detail=no_entry_detail(name, roster) if why == "no_roster_entry" else why)
              for name, why in status.items() if why not in ("matched", "duplicate_submission")]
     for result in results(rows, roster, 0)[0]:
         s = result.student
@@ -227,7 +228,8 @@ def code_span(name: str) -> str:
     return f"{ticks}{pad}{name}{pad}{ticks}"
 
 
-def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | None = None) -> str:
+def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | None = None,
+             explanation: dict | None = None) -> str:
     """Feedback in Markdown: the points (of ``most``, else of the rows' maximum), any ``notes``, then each
     task's points, status and the check's explanation. A reason is in a code block whose fence is longer
     than any run of backticks in it, so nothing in it (a submission's text) is rendered as Markdown."""
@@ -241,14 +243,39 @@ def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | No
         fence = "`" * max(3, longest_run_of_backticks(reason) + 1)
         lines += [f"## {heading}: {shown(r['status'])} ({r['points']}/{r['max_points']})", "", fence, reason, fence,
                   ""]
-    return "\n".join(lines)
+    return "\n".join(lines + explanation_section(explanation))
 
 
-def student_feedback(result: Result, sums: dict) -> str:
+# What the feedback says of the learner's answer to the explanation question, by its status.
+ANSWER_FOUND = {"answered": "your answer was found and goes to your instructor as you wrote it",
+                "cut": "your answer was found; it is long, and your instructor reads its first 2000 characters",
+                "no_answer": "no answer was found: the answer cell under the question is empty or still holds "
+                             "its placeholder",
+                "not_read": "your notebook could not be read to find your answer: your instructor will open it"}
+
+
+def explanation_section(row: dict | None) -> list[str]:
+    """The feedback's last section, where the notebook was graded as a chapter: its explanation question,
+    named (``row``: the explanations CSV's row), is marked by the instructor and is no part of the points
+    above."""
+    if row is None or not row.get("chapter") or row.get("status") not in ANSWER_FOUND:
+        return []
+    possible = f", {row['points_possible']} points" if row.get("points_possible") else ""
+    lines = ["## The explanation: marked by your instructor", "",
+             f"The explanation question of {row['chapter']} (the \"Explain\" question in your notebook"
+             f"{possible}) is marked by your instructor, not by the grader: its points are not in the total above.",
+             ""]
+    if row.get("question"):
+        question = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", clean(row["question"]))  # its links: the notebook's
+        lines += [f"> {line}" for line in question.split("\n")] + [""]
+    return lines + [f"{ANSWER_FOUND[row['status']][0].upper()}{ANSWER_FOUND[row['status']][1:]}.", ""]
+
+
+def student_feedback(result: Result, sums: dict, explanation: dict | None = None) -> str:
     """A roster student's feedback file: titled by the roster, made from their counted file's rows only."""
     s = result.student
     title = f"{s['name']} ({s['student_id']})" + (f", {code_span(Path(result.counted).name)}" if result.counted else "")
-    return feedback(title, result.rows, result.notes(sums), result.max_points)
+    return feedback(title, result.rows, result.notes(sums), result.max_points, explanation)
 
 
 def per_file(rows: list[dict], roster: Roster | None, most: int,
@@ -261,11 +288,12 @@ def per_file(rows: list[dict], roster: Roster | None, most: int,
         grouped = per_submission(rows)
         keys = file_keys(list(grouped))
         return [(keys[name], gradescope_results(mine, (), explained.get(name)),
-                 feedback(code_span(Path(name).name), mine)) for name, mine in grouped.items()]
+                 feedback(code_span(Path(name).name), mine, explanation=explained.get(name)))
+                for name, mine in grouped.items()]
     found, sums = results(rows, roster, most)
     keys = student_keys(roster)
     return [(keys[r.student["student_id"]], gradescope_results(r.rows, r.notes(sums), explained.get(r.counted)),
-             student_feedback(r, sums)) for r in found]
+             student_feedback(r, sums, explained.get(r.counted))) for r in found]
 
 
 def write_text(path: Path, text: str) -> None:

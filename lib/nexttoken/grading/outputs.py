@@ -6,7 +6,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from . import assignment, explanations, exports, rosters
+from . import assignment, explanations, exports, report, rosters
 from ..recorder.words import counted
 from .csvs import FIELDS, Row, gradebook, shown, write_csv
 
@@ -36,8 +36,9 @@ def problems_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}-problems.csv")
 
 
-def report_roster(args, rows: list[Row], roster: rosters.Roster) -> None:
-    """Every roster problem in the problems file, and on stderr their counts and the first few, named."""
+def report_roster(args, rows: list[Row], roster: rosters.Roster) -> int:
+    """Every roster problem in the problems file, and on stderr their counts and the first few, named;
+    returns how many there are."""
     found = exports.problems(rows, roster)
     write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
     counts = Counter(p["problem"] for p in found)
@@ -51,6 +52,7 @@ def report_roster(args, rows: list[Row], roster: rosters.Roster) -> None:
         print("  " + shown(": ".join(part for part in parts if part)), file=sys.stderr)
     if len(found) > 20:
         print(f"  ... and {len(found) - 20} more", file=sys.stderr)
+    return len(found)
 
 
 def write_explanations(args, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None) -> None:
@@ -75,3 +77,13 @@ def write_exports(args, rows: list[Row], roster: rosters.Roster | None, answers:
             exports.write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
         if args.feedback is not None:
             exports.write_text(args.feedback / f"{stem}.md", feedback)
+
+
+def write_report(args, rows: list[Row], answers: dict[str, dict]) -> Path:
+    """The class report next to --out (grades.csv: grades-report.html; ``report``), from the rows as
+    grades.csv holds them; returns its path."""
+    path = report.report_path(args.out)
+    explained = explanations.export_rows(rows, answers, args.chapter)
+    exports.write_text(path, report.page(args.out.name, rows, most_points(args, rows), explained,
+                                         explanations.explanations_path(args.out)))
+    return path

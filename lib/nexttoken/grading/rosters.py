@@ -5,6 +5,7 @@ feedback files) is made from ``match``: a file is a student's only where exactly
 """
 
 import csv
+import difflib
 import fnmatch
 import unicodedata
 from dataclasses import dataclass, field
@@ -92,6 +93,31 @@ def match(names: list[str], roster: Roster) -> tuple[dict[str, list[str]], dict[
         for name in files:
             status[name] = "duplicate_submission" if len(files) > 1 else "matched"
     return files_of, status
+
+
+def no_entry_detail(name: str, roster: Roster) -> str:
+    """What the problems file says of a file no roster line names: what the roster has near it, and what
+    to do."""
+    base = Path(name).name
+    by_case = [s for s in roster if fnmatch.fnmatchcase(folded(base, True), folded(s["file"], True))]
+    if by_case and not roster.ignore_case:
+        return (f"{base} matches {by_case[0]['student_id']}'s roster file {by_case[0]['file']!r} but for upper and "
+                "lower case: run again with --ignore-case, or correct that line's file column")
+    by_id = [s for s in roster if folded(s["student_id"], True) == folded(Path(base).stem, True)]
+    if by_id:  # perhaps the student's own, or a classmate's file named to take their place: look at it
+        return (f"{base} is named after {by_id[0]['student_id']}'s student_id, but their roster file is "
+                f"{by_id[0]['file']!r}: counted for no student; if it is theirs, correct that line's file column "
+                "and run again")
+
+    def stem(text: str) -> str:  # ".ipynb", which every name has, makes no two names alike
+        return folded(text, roster.ignore_case).removesuffix(".ipynb")
+
+    files = {stem(s["file"]): s for s in roster}
+    near = difflib.get_close_matches(stem(base), list(files), n=1, cutoff=0.6)
+    nearest = f"; the nearest is {files[near[0]]['file']!r} ({files[near[0]]['student_id']})" if near else ""
+    return (f"no line of the roster's {len(roster.students)} matches {base} in its file column (a file name or a "
+            f"pattern such as s12_*.ipynb){nearest}: counted for no student; add or correct its student's line "
+            "and run again (or merge this grades CSV with the corrected --roster)")
 
 
 def missing_reason(student: dict) -> str:

@@ -18,7 +18,6 @@ from torch.overrides import TorchFunctionMode
 
 from ..model import Decoder
 from .contract import MAX_LIST, NO_THREAD, RULE, THREADS_REFUSED
-from .words import counted  # noqa: F401  (grading/batch.py and cli.py import it from here)
 
 
 
