@@ -26,28 +26,12 @@ def kernelspec() -> dict:
     return {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
 
 
-def joined_streams(outputs: list) -> list:
-    """Consecutive pieces of one stream as one output, however the kernel happened to flush them (nbval joins
-    them so too before it compares): the stored notebook does not change with the machine's timing."""
-    joined = []
-    for out in outputs:
-        last = joined[-1] if joined else None
-        if last is not None and out.output_type == last.output_type == "stream" and out.name == last.name:
-            last.text += out.text
-        else:
-            joined.append(out)
-    return joined
-
-
 def execute(path: Path, timeout: int) -> list[str]:
     nb = nbformat.read(path, as_version=4)
     nb.metadata["kernelspec"] = kernelspec()
     start = time.time()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = joined_streams(cell.outputs)
     problems = []
     for i, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
         expected_error = "raises-exception" in cell.metadata.get("tags", [])
