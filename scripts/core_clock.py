@@ -63,11 +63,11 @@ def code_lines(source: str) -> int:
     return sum(1 for line in source.splitlines() if line.strip() and not line.strip().startswith("#"))
 
 
-def core_cells(cells):
-    """(index, cell) of the cells outside "Going deeper" sections (the first heading of a Markdown cell
-    decides), but those tagged remove-cell."""
+def split_core(cells):
+    """(cell, in_going_deeper) for every cell: a Markdown heading that begins "Going deeper" opens such a
+    section, which runs to the next heading of the same or a higher level (a cell's first heading decides)."""
     deeper = None
-    for index, cell in enumerate(cells):
+    for cell in cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 m = HEADING.match(line)
@@ -78,7 +78,13 @@ def core_cells(cells):
                     elif deeper is not None and level <= deeper:
                         deeper = None
                     break
-        if deeper is None and "remove-cell" not in cell.metadata.get("tags", []):
+        yield cell, deeper is not None
+
+
+def core_cells(cells):
+    """(index, cell) of the cells outside "Going deeper" sections, but those tagged remove-cell."""
+    for index, (cell, deeper) in enumerate(split_core(cells)):
+        if not deeper and "remove-cell" not in cell.metadata.get("tags", []):
             yield index, cell
 
 

@@ -152,3 +152,14 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
     return {m for m in found if m in known and m != name and not name.startswith(m + ".")}
+
+
+def load_script(relative: str):
+    """A script of the repository (scripts/, bench/) as a module, to test its functions: they are not a
+    package, and running one would run its main."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(Path(relative).stem, ROOT / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -11,33 +11,17 @@ higher level. Two checks:
 """
 
 import ast
-import re
 from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE_CHAPTERS = sorted((ROOT / "chapters").glob("0[1-6]_*.ipynb"))
-HEADING = re.compile(r"^(#{1,6})\s+(.*)")
 
 
-def split_core(cells):
-    """(cell, in_going_deeper) for every cell, by core_path.py's rule (the first heading of a Markdown
-    cell decides)."""
-    deeper = None
-    for cell in cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                m = HEADING.match(line)
-                if m:
-                    level = len(m.group(1))
-                    if re.match(r"(?i)going deeper", m.group(2).strip()):
-                        deeper = level
-                    elif deeper is not None and level <= deeper:
-                        deeper = None
-                    break
-        yield cell, deeper is not None
+split_core = load_script("scripts/core_clock.py").split_core  # the clock's rule, and core_path.py's
 
 
 def core_notebook(path: Path):

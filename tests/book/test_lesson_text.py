@@ -7,6 +7,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -180,12 +181,7 @@ def test_answers_are_folded_details(path):
 
 
 def core_clock():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("core_clock", ROOT / "scripts" / "core_clock.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/core_clock.py")
 
 
 def test_the_intro_and_each_chapter_give_the_clocks_minutes():
