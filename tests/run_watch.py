@@ -10,8 +10,8 @@
   kernel a test did not shut down, a server, a daemon), no file of the repository that git would show as
   new or changed, nothing in the session's own temporary folder (``TMPDIR`` points there for the session
   and every process it starts; pytest's own ``tmp_path`` folders stay where pytest keeps them, and torch's
-  compiler cache where torch keeps it). What is found is named, the processes are killed, the folder is
-  removed, and a process or a repository change fails the run (a temporary file is named only, for now).
+  compiler cache where torch keeps it). What is found is named (a temporary file with the test after which
+  it appeared), the processes are killed, the folder is removed, and the run fails.
 """
 
 import os
@@ -122,6 +122,12 @@ class Leftovers:
         os.environ["TMPDIR"] = str(self.temp)
         tempfile.tempdir = None  # computed again from TMPDIR
         self.repository = git_status()
+        self.seen: dict[str, str] = {}  # an entry of the temporary folder -> the test after which it appeared
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        """Which test left each new entry of the temporary folder (one listing a test: cheap)."""
+        for entry in os.listdir(self.temp):
+            self.seen.setdefault(entry, nodeid)
 
     @pytest.hookimpl(trylast=True)  # after pytest-xdist has stopped its workers (they carry the token)
     def pytest_sessionfinish(self, session):
@@ -137,15 +143,12 @@ class Leftovers:
         psutil.wait_procs(processes, timeout=10)
         shutil.rmtree(self.temp, ignore_errors=True)
         problems = named + [f"left in the repository (git status): {line}" for line in changed]
-        # Temporary files are named but do not fail the run yet: the full run still leaves some (a grader's
-        # snapshot folder, torch's compiler cache where a test clears the environment, mkdtemp folders of the
-        # bench's subprocesses), to be traced test by test.
-        notes = [f"left in the session's temporary folder: {name}" for name in files]
-        if problems or notes:
-            write(self.config, "the tests left these behind (processes killed, folder removed):", red=True, bold=True)
-            for line in problems + notes:
-                write(self.config, "  " + line, red=True)
+        problems += [f"left in the session's temporary folder: {name} (after {self.seen.get(name, 'the last test')})"
+                     for name in files]
         if problems:
+            write(self.config, "the tests left these behind (processes killed, folder removed):", red=True, bold=True)
+            for line in problems:
+                write(self.config, "  " + line, red=True)
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self):

@@ -1,6 +1,7 @@
 """tests/run_watch.py, the plugin every test run loads: a run whose tests leave a process (a kernel
-not shut down, a server) behind fails, naming it; a file left in the session's temporary folder is named;
-what is left is killed and removed; a slow test's start and end are printed as they happen, through a pipe too.
+not shut down, a server) or a file in the session's temporary folder behind fails, naming it (a file with
+the test after which it appeared); what is left is killed and removed; a slow test's start and end are
+printed as they happen, through a pipe too.
 
 Each case runs a small pytest session of its own, in a fresh folder, with the plugin loaded as
 scripts/test.sh loads it (``-p tests.run_watch``, from the repository root).
@@ -71,11 +72,12 @@ def test_a_process_left_behind_fails_the_run_is_named_and_killed(tmp_path):
     assert not markers_alive()
 
 
-def test_a_temporary_file_left_behind_is_named_and_removed(tmp_path):
+def test_a_temporary_file_left_behind_fails_the_run_is_named_with_its_test_and_removed(tmp_path):
     done = session(tmp_path, LEAVES_A_FILE)
     out = done.stdout + done.stderr
-    assert done.returncode == 0, out[-3000:]  # named, not yet failing: tests/run_watch.py says why
-    assert re.search(r"left in the session's temporary folder: left-behind-", out), out[-3000:]
+    assert done.returncode == 1, out[-3000:]  # the test itself passed: the run fails for what it left
+    assert re.search(r"left in the session's temporary folder: left-behind-\S+ "
+                     r"\(after test_case\.py::test_writes_a_temporary_file_and_keeps_it\)", out), out[-3000:]
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("nexttoken-test-session-*/left-behind-*"))
 
 

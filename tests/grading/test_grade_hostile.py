@@ -585,9 +585,11 @@ def test_junk_lines_cost_only_their_task(batch):
 def test_a_killed_grader_keeps_its_grades_and_resume_goes_on(tmp_path):
     good = notebook(tmp_path / "a_good.ipynb", HEADER, *GOOD)
     notebook(tmp_path / "b_slow.ipynb", HEADER, *GOOD, "def slow():\n    time.sleep(600)\n", "x = slow()\n")
+    (tmp_path / "tmp").mkdir()  # what a grader killed cannot remove (its snapshots of the submissions) lands here
     proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "1",
                              "--timeout", "300", "--", "a_good.ipynb", "b_slow.ipynb"], cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
     out = tmp_path / "grades.csv"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and f"a_good.ipynb,{CH02[-1]}" not in (out.read_text() if out.exists() else ""):

@@ -4,10 +4,12 @@ transformers>=4.48) run what a learner on an older install (Colab's preinstalled
 the exercise solutions give their stored outputs, and the guide's chat snippet prints its answer.
 
 torch 2.5 is the floor because the decoder's fused attention passes ``enable_gqa`` to
-``F.scaled_dot_product_attention``, which torch 2.5 added. Its Linux wheel on PyPI is a CUDA build: it
-imports on a machine without a GPU only with the NVIDIA libraries it was built against, so those are
-installed too (about 3.6 GB, a minute and a half here), triton (used only on a GPU) is not. Sampled text
-is not compared (chapter 5): torch.multinomial draws other tokens from the same seed in other versions.
+``F.scaled_dot_product_attention``, which torch 2.5 added. Its CPU-only build comes from PyTorch's CPU index
+(scripts/torch_cpu.py's INDEX, or TORCH_INDEX) wherever that can be reached: about 175 MB. Where it cannot
+(this project's machines and CI reach PyPI alone), the Linux wheel on PyPI is a CUDA build, which imports on
+a machine without a GPU only with the NVIDIA libraries it was built against, so those are installed too
+(about 3.6 GB, a minute and a half here); triton (used only on a GPU) is not. Sampled text is not compared
+(chapter 5): torch.multinomial draws other tokens from the same seed in other versions.
 
 These are installed with pip --no-deps into _build/lowest-versions/ (once; then reused) and put first on
 the import path; everything else is the course's environment."""
@@ -18,8 +20,10 @@ import shutil
 import subprocess
 import sys
 
+import urllib.request
+
 import pytest
-from helpers import ROOT
+from helpers import ROOT, load_script
 
 # about 5 minutes: three chapters and the solutions executed, and a pip install the first time
 pytestmark = pytest.mark.slow
@@ -36,25 +40,45 @@ FLOORS = ["tiktoken==0.7.0", "safetensors==0.4.1", "tqdm==4.60.0", "hypothesis==
 # what those old versions need and the course's environment lacks (gguf 0.16 imports sentencepiece; the
 # environment's newer one does not)
 THEIR_OWN = ["tokenizers>=0.21,<0.22", "huggingface_hub>=0.24,<1.0", "sentencepiece==0.2.0"]
-LOWEST = ["transformers==4.48.0", f"torch=={TORCH_FLOOR}", *CUDA_LIBS, *FLOORS, *THEIR_OWN]
 OVERLAY = ROOT / "_build" / "lowest-versions"
+
+
+def cpu_index() -> str | None:
+    """PyTorch's CPU index (TORCH_INDEX, as scripts/setup.sh reads it, else scripts/torch_cpu.py's INDEX) if its
+    page for torch can be read, else None."""
+    index = os.environ.get("TORCH_INDEX") or load_script("scripts/torch_cpu.py").INDEX
+    url = f"{index}/torch/" + ("index.html" if index.startswith("file:") else "")  # as pip reads a file: index
+    try:
+        with urllib.request.urlopen(url, timeout=15):
+            return index
+    except (OSError, ValueError):
+        return None
+
+
+def lowest(index: str | None) -> list[str]:
+    """pip's arguments for the lowest versions: torch's CPU-only build from INDEX, or without one PyPI's CUDA
+    build and the NVIDIA libraries it imports."""
+    torch = [f"torch=={TORCH_FLOOR}+cpu", "--extra-index-url", index] if index else [f"torch=={TORCH_FLOOR}",
+                                                                                      *CUDA_LIBS]
+    return ["transformers==4.48.0", *torch, *FLOORS, *THEIR_OWN]
 
 
 @pytest.fixture(scope="module")
 def overlay() -> dict:
-    """The environment with the lowest declared versions first on the import path (installed anew when LOWEST
-    changes)."""
+    """The environment with the lowest declared versions first on the import path (installed anew when the
+    versions listed change)."""
     stamp = OVERLAY / "installed.txt"
-    if not stamp.is_file() or stamp.read_text() != "\n".join(LOWEST):
+    wanted = lowest(cpu_index())
+    if not stamp.is_file() or stamp.read_text() not in ("\n".join(wanted), "\n".join(lowest(None))):
         shutil.rmtree(OVERLAY, ignore_errors=True)  # pip --target --upgrade leaves old versions' metadata behind
         done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade",
-                               "--target", str(OVERLAY), *LOWEST], capture_output=True, text=True, timeout=1200)
+                               "--target", str(OVERLAY), *wanted], capture_output=True, text=True, timeout=1200)
         if done.returncode != 0:
-            message = f"pip could not install {LOWEST}:\n{done.stderr[-2000:]}"
+            message = f"pip could not install {wanted}:\n{done.stderr[-2000:]}"
             if os.environ.get("CI", "").lower() == "true":
                 pytest.fail(message)
             pytest.skip(message)
-        stamp.write_text("\n".join(LOWEST))
+        stamp.write_text("\n".join(wanted))
     return {**os.environ, "PYTHONPATH": str(OVERLAY), "PYTHONHASHSEED": "0", "TQDM_DISABLE": "1"}
 
 
@@ -69,11 +93,25 @@ def test_the_lowest_declared_versions_are_what_the_package_declares():
     assert declared["transformers"] == "4.48"  # every extra that names transformers: the one tested here
 
 
+def test_torch_comes_from_the_cpu_index_where_it_can_be_reached_else_from_pypi_with_its_libraries(tmp_path,
+                                                                                                  monkeypatch):
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "index.html").write_text("<a href='torch-2.5.1%2Bcpu-cp311-none-any.whl'>w</a>")
+    monkeypatch.setenv("TORCH_INDEX", tmp_path.as_uri())
+    index = cpu_index()
+    assert index == tmp_path.as_uri()
+    assert f"torch=={TORCH_FLOOR}+cpu" in lowest(index) and not set(CUDA_LIBS) & set(lowest(index))
+    monkeypatch.setenv("TORCH_INDEX", (tmp_path / "nowhere").as_uri())
+    assert cpu_index() is None
+    assert f"torch=={TORCH_FLOOR}" in lowest(None) and set(CUDA_LIBS) <= set(lowest(None))
+
+
 def test_the_overlay_imports_the_lowest_versions(overlay):
     versions = "import torch, transformers; print(torch.__version__, transformers.__version__)"
     done = subprocess.run([sys.executable, "-c", versions],
                           env=overlay, capture_output=True, text=True, timeout=300)
-    assert done.stdout.split() == [f"{TORCH_FLOOR}+cu124", "4.48.0"], done.stdout + done.stderr[-2000:]
+    assert done.stdout.split() in ([f"{TORCH_FLOOR}+cpu", "4.48.0"], [f"{TORCH_FLOOR}+cu124", "4.48.0"]), \
+        done.stdout + done.stderr[-2000:]
     versions = "; ".join(f"import {m}" for m in ("tiktoken", "safetensors", "tqdm", "hypothesis", "gguf"))
     done = subprocess.run([sys.executable, "-c", versions + "; from importlib.metadata import version; print("
                            "*(version(p) for p in ('tiktoken', 'safetensors', 'tqdm', 'hypothesis', 'gguf')))"],
