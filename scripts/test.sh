@@ -12,7 +12,8 @@
 #                                   4. the chapters again on the CPU's baseline kernels (ATEN_CPU_CAPABILITY=
 #                                      default), as a machine without AVX2/AVX-512 runs them;
 #                                   5. the slowest: the lowest versions the package declares (tests/library/
-#                                      test_lowest_versions.py: 3.6 GB downloaded the first time), the
+#                                      test_lowest_versions.py: downloaded the first time, torch's CPU-only
+#                                      build where PyTorch's CPU index can be reached, else 3.6 GB), the
 #                                      benchmarks (--tiny) and the fast path's real compiles.
 #                                 A slow test's or a notebook's start and end are printed as they happen,
 #                                 through a pipe too (tests/run_watch.py), and the run fails if a test leaves
@@ -44,7 +45,8 @@ install first:
     bubblewrap and python3-seccomp (the grader's sandbox), chromium, chromium-driver and two fonts (the website
     test); not as root, the tests that need them skip (and fail under CI=true);
   - in its last tier, the lowest versions the package declares, into _build/lowest-versions/ (once; then
-    reused): torch 2.5.1's CUDA build from PyPI with the NVIDIA libraries it needs to import, about 3.6 GB.
+    reused): torch 2.5.1's CPU-only build from PyTorch's CPU index where it can be reached (about 175 MB),
+    else its CUDA build from PyPI with the NVIDIA libraries it needs to import (about 3.6 GB).
 EOF
 fi
 bash scripts/setup.sh
@@ -75,33 +77,50 @@ kernel_dependent=$(find chapters appendix model_card.ipynb model_card_smollm2.ip
   -not -path '*/.ipynb_checkpoints/*' | sort)
 # Tier 5's tests, the longest first (pytest-xdist hands out whole files in this order).
 slowest=(tests/library/test_lowest_versions.py tests/bench tests/library/test_fast.py)
-# One test at a time, torch on its default threads, as the notebooks' stored outputs were made; with
-# NEXTTOKEN_TEST_WORKERS=2, two workers, each torch on one thread: a file's tests share a worker (their module
-# fixtures are made once), and so do all the tests of the sandbox. nbval's runs load tests/run_watch.py
-# themselves (they do not read tests/conftest.py).
-workers=${NEXTTOKEN_TEST_WORKERS:-1}
-two=() nbval=(-p tests.run_watch --nbval)
+# Two at a time (NEXTTOKEN_TEST_WORKERS=2, the default), each torch on one thread: tier 2 as two sessions side
+# by side, the tests that run the grader's sandbox one at a time in one (they look for processes of the
+# sandbox's user ids, which a batch graded beside them would show) and the other slow tests in the other, each
+# line marked with its session; nbval and tier 5 with pytest-xdist, a file's tests on one worker (their module
+# fixtures made once). The stored outputs give the same lines with one thread as with two (tiers 3 and 4 check
+# it). NEXTTOKEN_TEST_WORKERS=1: one test at a time, torch on its default threads. nbval's runs load
+# tests/run_watch.py themselves (they do not read tests/conftest.py).
+workers=${NEXTTOKEN_TEST_WORKERS:-2}
+files=() nbval=(-p tests.run_watch --nbval)
 if [ "$workers" != 1 ]; then
-  two=(-n "$workers" --dist loadgroup) nbval+=(-n "$workers" --dist loadfile)
+  files=(-n "$workers" --dist loadfile) nbval+=("${files[@]}")
   export OMP_NUM_THREADS=1
 fi
+slow_tests() { NEXTTOKEN_TEST_WATCH=all "${pytest[@]}" tests/grading tests "${slowest[@]/#/--ignore=}" "$@"; }
+# The slow tests in two sessions at once: the sandbox's and the others, each line prefixed with its name; the
+# tier's status is the first failing session's.
+two_sessions() {
+  local status_dir status=0
+  status_dir=$(mktemp -d)
+  { slow_tests -m "slow and sandbox" "$@"; echo $? >"$status_dir/sandbox"; } 2>&1 | sed -u 's/^/sandbox | /' &
+  { slow_tests -m "slow and not sandbox" "$@"; echo $? >"$status_dir/others"; } 2>&1 | sed -u 's/^/others  | /'
+  wait
+  for session in sandbox others; do
+    [ "$(cat "$status_dir/$session" 2>/dev/null || echo 1)" = 0 ] || status=1
+  done
+  rm -rf "$status_dir"
+  return $status
+}
 tiers=(
   "lint (ruff) and the fast tests"
   "the slow tests: website, sandboxed grading, fresh environments"
   "every notebook against its stored outputs (nbval)"
   "the chapters on the CPU's baseline kernels (nbval, ATEN_CPU_CAPABILITY=default)"
-  "the slowest: lowest declared versions (3.6 GB the first time), benchmarks, real compiles"
+  "the slowest: lowest declared versions (downloaded the first time), benchmarks, real compiles"
 )
 run_tier() {
   case $1 in
     1) .venv/bin/ruff check lib tests scripts bench _ext && fast_tests "${@:2}" ;;
-    2) NEXTTOKEN_TEST_WATCH=all "${pytest[@]}" tests/grading tests -m slow "${two[@]}" \
-         "${slowest[@]/#/--ignore=}" "${@:2}" ;;
+    2) if [ "$workers" = 1 ]; then slow_tests -m slow "${@:2}"; else two_sessions "${@:2}"; fi ;;
     # shellcheck disable=SC2086
     3) "${pytest[@]}" "${nbval[@]}" $notebooks ;;
     # shellcheck disable=SC2086
     4) ATEN_CPU_CAPABILITY=default "${pytest[@]}" "${nbval[@]}" $kernel_dependent ;;
-    5) NEXTTOKEN_TEST_WATCH=all "${pytest[@]}" "${slowest[@]}" -m slow "${two[@]}" ;;
+    5) NEXTTOKEN_TEST_WATCH=all "${pytest[@]}" "${slowest[@]}" -m slow "${files[@]}" ;;
   esac
 }
 results=()

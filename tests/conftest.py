@@ -36,14 +36,12 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(line)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m reads the markers
 def pytest_collection_modifyitems(config, items):
-    """Groups for pytest-xdist's --dist loadgroup (scripts/test.sh's slow tiers, two workers): the tests that run
-    the grader's sandbox share one group, so they never run beside each other (they look for processes of the
-    sandbox's user ids, which a batch graded beside them would show); every other test file is a group of
-    its own, so its module-scoped fixtures (a built site, a loaded model) are made once."""
-    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist: no groups (and no unknown-marker warning)
-        return
+    """Every test of tests/grading/ is marked ``sandbox``, as the few elsewhere that run the grader in its
+    sandbox are by hand: scripts/test.sh's slow tier runs them one at a time, in a session of their own (they
+    look for processes of the sandbox's user ids, which a batch graded beside them would show), beside a
+    session of the other slow tests."""
     for item in items:
-        sandbox = item.path.is_relative_to(GRADING) or item.get_closest_marker("sandbox") is not None
-        item.add_marker(pytest.mark.xdist_group("sandbox" if sandbox else item.nodeid.split("::")[0]))
+        if item.path.is_relative_to(GRADING):
+            item.add_marker(pytest.mark.sandbox)
