@@ -64,7 +64,7 @@ def lowest(index: str | None) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def overlay() -> dict:
+def overlay(tmp_path_factory) -> dict:
     """The environment with the lowest declared versions first on the import path (installed anew when the
     versions listed change)."""
     stamp = OVERLAY / "installed.txt"
@@ -79,7 +79,11 @@ def overlay() -> dict:
                 pytest.fail(message)
             pytest.skip(message)
         stamp.write_text("\n".join(wanted))
-    return {**os.environ, "PYTHONPATH": str(OVERLAY), "PYTHONHASHSEED": "0", "TQDM_DISABLE": "1"}
+    # torch 2.5 makes a temporary folder as it is imported (torch/distributed/nn/jit/instantiator.py), which
+    # a kernel shut down at once never removes: the processes here keep theirs in a folder of the tests'
+    temporary = tmp_path_factory.mktemp("lowest-versions-tmp")
+    return {**os.environ, "PYTHONPATH": str(OVERLAY), "PYTHONHASHSEED": "0", "TQDM_DISABLE": "1",
+            "TMPDIR": str(temporary)}
 
 
 def test_the_lowest_declared_versions_are_what_the_package_declares():
