@@ -235,3 +235,35 @@ def test_the_report_is_a_page_of_its_own_with_no_network(tmp_path):
     page = report.page("g.csv", [], 5, [], tmp_path / "g-explanations.csv")
     assert page.startswith("<!DOCTYPE html>") and "0 submissions" in page and "<script" not in page
 
+
+NOT_OURS = {"other columns": b"name,score\nann.ipynb,5\n",
+            "not UTF-8": b"submission,task\n\xff\xfe\n",
+            "points not whole": ",".join(FIELDS).encode() + b"\nann.ipynb,ch05.q1,one,1,passed,ok,\n"}
+
+
+@pytest.mark.parametrize("kind", NOT_OURS)
+def test_a_csv_the_grader_did_not_write_is_named_with_the_argument_that_gave_it(graded, tmp_path, capsys, kind):
+    """The grades CSV read back is refused, exit 2, nothing graded or written: a shard given to merge is
+    named as merge's (no word of --resume); --out given to --resume, as --resume's."""
+    run, ran, _ = graded
+    outputs.write_csv(tmp_path / "part1.csv", FIELDS, [task_row("ann.ipynb", "ch05.q1", 1, 1, "passed", "ok")])
+    (tmp_path / "part2.csv").write_bytes(NOT_OURS[kind])
+    assert cli.main(["merge", "part1.csv", "part2.csv", "--out", "merged.csv"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m nexttoken.grade merge: part2.csv") and "--resume" not in err, err
+    assert not (tmp_path / "merged.csv").exists()
+    names = [exercise(tmp_path / "ann.ipynb", "ch05")]
+    assert run("--resume", "--out", "part2.csv", "--", *names) == 2
+    err = capsys.readouterr().err
+    assert "python -m nexttoken.grade: --resume: part2.csv" in err and ran == [], err
+    assert (tmp_path / "part2.csv").read_bytes() == NOT_OURS[kind]
+
+
+def test_an_explanations_csv_the_grader_did_not_write_names_the_shard_it_came_with(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outputs.write_csv(tmp_path / "part1.csv", FIELDS, [task_row("ann.ipynb", "ch05.q1", 1, 1, "passed", "ok")])
+    (tmp_path / "part1-explanations.csv").write_text("name,answer\nann.ipynb,because\n", encoding="utf-8")
+    assert cli.main(["merge", "part1.csv", "--out", "merged.csv"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m nexttoken.grade merge: part1-explanations.csv is not an explanations CSV"), err
+    assert "--resume" not in err and not (tmp_path / "merged.csv").exists()
