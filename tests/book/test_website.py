@@ -1415,9 +1415,9 @@ def test_the_grading_class_report_opens_offline_with_its_plots(browser, tmp_path
     """The batch grader's class report (issue 66; built from rows here, from a graded batch in
     tests/grading/test_grade_class.py), opened from a file: its histogram and each task's pass-rate bar are
     drawn, and it asks for nothing (no request) and logs no error."""
-    from nexttoken.grading import csvs, report
+    from nexttoken.grading import report, rows as graded
 
-    rows = [csvs.task_row(f"s{i}.ipynb", f"ch05.q{q}", int(i >= q), 1, "passed" if i >= q else "failed",
+    rows = [graded.task_row(f"s{i}.ipynb", f"ch05.q{q}", int(i >= q), 1, "passed" if i >= q else "failed",
                           "all 8 tests passed" if i >= q else "the output has the wrong shape")
             for i in range(4) for q in (1, 2, 3)]
     path = tmp_path / "g-report.html"

@@ -6,9 +6,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
+
+from nexttoken.grading.run import Recording
 
 ROOT = Path(__file__).resolve().parents[2]
 # Without bubblewrap the grader refuses to run: skip, except under CI=true, where the tests then fail.
@@ -36,6 +39,13 @@ def notebook(path: Path, *cells: str, chapter: str | None = "ch02") -> Path:
         nb.metadata["nexttoken"] = {"chapter": chapter}
     nbformat.write(nb, path)
     return path
+
+
+def recorded(chapter: str, results: dict[str, tuple[str, str]], points: int = 1) -> Recording:
+    """What the runs of a submission would record (``run.run_submission``): each task's (status, reason),
+    each task worth ``points``; a stand-in for the sandboxed runs, where a test is about what follows."""
+    tasks = {name: SimpleNamespace(name=name, function=name, points=points) for name in results}
+    return Recording(chapter, tasks=tasks, results=dict(results))
 
 
 def grade(paths, tmp_path, timeout=20) -> dict:

@@ -14,9 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_grade import recorded
 
 from nexttoken.exercises import chapter
-from nexttoken.grading import batch, cli, csvs, report, sandbox
+from nexttoken.grading import batch, cli, outputs, report, sandbox
+from nexttoken.grading.rows import FIELDS, task_row
 
 ROOT = Path(__file__).resolve().parents[2]
 CH05 = chapter("ch05")
@@ -47,20 +49,16 @@ def graded(tmp_path, monkeypatch):
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup in this test"))
     ran, stand_in_chapter = [], {}
 
-    def grade_notebook(name, data, settings, slot=0):
+    def run_submission(data, settings, slot=0):
+        name = min(p.name for p in tmp_path.glob("*.ipynb") if p.read_bytes() == data)  # of the same bytes, one
         ran.append(name)
         nb = json.loads(data)
         found = nb["metadata"].get("nexttoken", {}).get("chapter") or stand_in_chapter[name]
-        module = chapter(found)
-        rows = []
-        for task in module.TASKS:
-            reason = nb["metadata"]["plan"].get(task)
-            rows.append(csvs.task_row(name, f"{found}.{task}", 1 if reason is None else 0, 1,
-                                      "passed" if reason is None else "failed", reason or "all 8 tests passed"))
-        return rows if settings.chapter in (None, found) else [batch.assignment.wrong_chapter(name, found,
-                                                                                              settings.chapter)]
+        plan = nb["metadata"]["plan"]
+        return recorded(found, {task: ("passed", "all 8 tests passed") if plan.get(task) is None else
+                                ("failed", plan[task]) for task in chapter(found).TASKS})
 
-    monkeypatch.setattr(batch, "grade_notebook", grade_notebook)
+    monkeypatch.setattr(batch, "run_submission", run_submission)
 
     def run(*argv):
         return cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "1", *argv])
@@ -126,9 +124,9 @@ def test_a_chapter_only_grading_finds_still_stops_the_exports(graded, tmp_path, 
 
 def test_merge_refuses_an_export_of_several_chapters(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rows = [csvs.task_row(name, f"{c}.q1", 1, 1, "passed", "ok") for name, c in (("ann.ipynb", "ch05"),
+    rows = [task_row(name, f"{c}.q1", 1, 1, "passed", "ok") for name, c in (("ann.ipynb", "ch05"),
                                                                                 ("cat.ipynb", "ch01"))]
-    csvs.write_csv(tmp_path / "part.csv", csvs.FIELDS, rows)
+    outputs.write_csv(tmp_path / "part.csv", FIELDS, rows)
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
     assert cli.main(["merge", "part.csv", "--out", "grades.csv", *EXPORTS["canvas"]]) == 2
     assert "(ch01: 1, ch05: 1)" in capsys.readouterr().err and not (tmp_path / "grades.csv").exists()
@@ -193,7 +191,7 @@ def test_on_a_terminal_the_progress_is_a_bar_redrawn_in_place(monkeypatch):
             return True
 
     monkeypatch.setattr(sys, "stderr", Terminal())
-    rows = [csvs.task_row("a.ipynb", "ch05.q1", 1, 1, "passed", "")]
+    rows = [task_row("a.ipynb", "ch05.q1", 1, 1, "passed", "")]
     batch.progress(1, 4, "a.ipynb", rows, 1.0)
     batch.progress(4, 4, "d.ipynb", rows, 1.0)
     said = sys.stderr.getvalue()
@@ -203,8 +201,8 @@ def test_on_a_terminal_the_progress_is_a_bar_redrawn_in_place(monkeypatch):
 
 def test_a_file_no_roster_line_names_is_explained(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rows = [csvs.task_row(name, "ch05.q1", 1, 1, "passed", "ok") for name in ("ANN.ipynb", "bne.ipynb", "zz.ipynb")]
-    csvs.write_csv(tmp_path / "part.csv", csvs.FIELDS, rows)
+    rows = [task_row(name, "ch05.q1", 1, 1, "passed", "ok") for name in ("ANN.ipynb", "bne.ipynb", "zz.ipynb")]
+    outputs.write_csv(tmp_path / "part.csv", FIELDS, rows)
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
     assert cli.main(["merge", "part.csv", "--out", "grades.csv", "--roster", "roster.csv"]) == 0
     detail = {p["submission"]: p["detail"] for p in read(tmp_path / "grades-problems.csv")
@@ -236,3 +234,36 @@ def test_the_report_is_a_page_of_its_own_with_no_network(tmp_path):
     """Built from rows alone (as a merge does): an empty class still gives a page."""
     page = report.page("g.csv", [], 5, [], tmp_path / "g-explanations.csv")
     assert page.startswith("<!DOCTYPE html>") and "0 submissions" in page and "<script" not in page
+
+
+NOT_OURS = {"other columns": b"name,score\nann.ipynb,5\n",
+            "not UTF-8": b"submission,task\n\xff\xfe\n",
+            "points not whole": ",".join(FIELDS).encode() + b"\nann.ipynb,ch05.q1,one,1,passed,ok,\n"}
+
+
+@pytest.mark.parametrize("kind", NOT_OURS)
+def test_a_csv_the_grader_did_not_write_is_named_with_the_argument_that_gave_it(graded, tmp_path, capsys, kind):
+    """The grades CSV read back is refused, exit 2, nothing graded or written: a shard given to merge is
+    named as merge's (no word of --resume); --out given to --resume, as --resume's."""
+    run, ran, _ = graded
+    outputs.write_csv(tmp_path / "part1.csv", FIELDS, [task_row("ann.ipynb", "ch05.q1", 1, 1, "passed", "ok")])
+    (tmp_path / "part2.csv").write_bytes(NOT_OURS[kind])
+    assert cli.main(["merge", "part1.csv", "part2.csv", "--out", "merged.csv"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m nexttoken.grade merge: part2.csv") and "--resume" not in err, err
+    assert not (tmp_path / "merged.csv").exists()
+    names = [exercise(tmp_path / "ann.ipynb", "ch05")]
+    assert run("--resume", "--out", "part2.csv", "--", *names) == 2
+    err = capsys.readouterr().err
+    assert "python -m nexttoken.grade: --resume: part2.csv" in err and ran == [], err
+    assert (tmp_path / "part2.csv").read_bytes() == NOT_OURS[kind]
+
+
+def test_an_explanations_csv_the_grader_did_not_write_names_the_shard_it_came_with(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    outputs.write_csv(tmp_path / "part1.csv", FIELDS, [task_row("ann.ipynb", "ch05.q1", 1, 1, "passed", "ok")])
+    (tmp_path / "part1-explanations.csv").write_text("name,answer\nann.ipynb,because\n", encoding="utf-8")
+    assert cli.main(["merge", "part1.csv", "--out", "merged.csv"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m nexttoken.grade merge: part1-explanations.csv is not an explanations CSV"), err
+    assert "--resume" not in err and not (tmp_path / "merged.csv").exists()

@@ -3,6 +3,8 @@ gives every file of those bytes its own rows, under its own name and, with a ros
 
 import csv
 
+from test_grade import recorded
+
 from nexttoken.grading import batch, cli, sandbox
 
 
@@ -16,13 +18,12 @@ def test_identical_submissions_are_graded_once_and_each_keeps_its_rows(tmp_path,
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup in this test"))
     graded = []
 
-    def grade_notebook(name, data, settings, slot=0):  # stands in for the sandboxed run: counts them
-        graded.append(name)
-        points = 1 if b"right" in data else 0
-        return [dict(submission=name, task=f"ch02.q{i}", points=points, max_points=1,
-                     status="passed" if points else "failed", reason="r", library_calls="") for i in (1, 2)]
+    def run_submission(data, settings, slot=0):  # stands in for the sandboxed runs: counts them
+        graded.append(data)
+        status = "passed" if b"right" in data else "failed"
+        return recorded("ch02", {f"q{i}": (status, "r") for i in (1, 2)})
 
-    monkeypatch.setattr(batch, "grade_notebook", grade_notebook)
+    monkeypatch.setattr(batch, "run_submission", run_submission)
     same = b'{"cells": [], "nbformat": 4, "right": 1}'
     files = {"alice.ipynb": same, "bob.ipynb": same, "carol.ipynb": b'{"wrong": 1}', "dave.ipynb": same,
              "erin.ipynb": same + b" "}  # one byte more: other bytes, graded on its own
@@ -34,7 +35,7 @@ def test_identical_submissions_are_graded_once_and_each_keeps_its_rows(tmp_path,
                      "--roster", "roster.csv", "--gradescope", "gs", "--", *files])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert sorted(graded) == ["alice.ipynb", "carol.ipynb", "erin.ipynb"]  # bob's and dave's: alice's bytes
+    assert sorted(graded) == sorted([same, files["carol.ipynb"], files["erin.ipynb"]])  # bob's, dave's: alice's
     rows = read(tmp_path / "grades.csv")
     by_file = {}
     for r in rows:

@@ -9,9 +9,13 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from test_grade import recorded
 
 from nexttoken.exercises import explanations as source
-from nexttoken.grading import batch, cli, csvs, explanations, exports, sandbox
+from nexttoken.grading import batch, cli, exports, outputs, rosters, sandbox
+from nexttoken.grading import read as reading
+from nexttoken.grading.rows import FORMULA_STARTS, invisible, unescape
+from nexttoken.grading.run import Recording
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = json.loads((ROOT / "exercises" / "ch02.ipynb").read_text(encoding="utf-8"))
@@ -40,15 +44,12 @@ def grader(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup in this test"))
 
-    def grade_notebook(name, data, settings, slot=0):
+    def run_submission(data, settings, slot=0):
         if b"broken" in data:
-            return [dict(submission=name, task="-", points=0, max_points=0, status="invalid_notebook",
-                         reason="not a notebook", library_calls="")]
-        chapter = "ch05" if b"wrong_chapter" in data else "ch02"
-        return [dict(submission=name, task=f"{chapter}.q{i}", points=1, max_points=1, status="passed", reason="r",
-                     library_calls="") for i in (1, 2)]
+            return Recording(problem=("invalid_notebook", "not a notebook"))
+        return recorded("ch05" if b"wrong_chapter" in data else "ch02", {f"q{i}": ("passed", "r") for i in (1, 2)})
 
-    monkeypatch.setattr(batch, "grade_notebook", grade_notebook)
+    monkeypatch.setattr(batch, "run_submission", run_submission)
 
     def run(*args):
         code = cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "2", *args])
@@ -58,7 +59,7 @@ def grader(tmp_path, monkeypatch):
 
 
 def by_submission(rows):
-    return {csvs.unescape(r["submission"]): r for r in rows}
+    return {unescape(r["submission"]): r for r in rows}
 
 
 def test_the_export_holds_each_answer_with_its_question_and_rubric(grader, tmp_path):
@@ -69,7 +70,7 @@ def test_the_export_holds_each_answer_with_its_question_and_rubric(grader, tmp_p
     grader("--out", "grades.csv", "--gradebook", "book.csv", "--", "alice.ipynb", "bob.ipynb", "carol.ipynb",
            "dave.ipynb")
     rows = read(tmp_path / "grades-explanations.csv")
-    assert list(rows[0]) == explanations.FIELDS
+    assert list(rows[0]) == outputs.EXPLANATION_FIELDS
     got = by_submission(rows)
     assert got["alice.ipynb"]["answer"] == "Position t only sees tokens up to t."
     assert got["alice.ipynb"]["status"] == "answered"
@@ -92,31 +93,31 @@ def test_a_hostile_answer_is_neutralised_and_cut(grader, tmp_path):
     deep = tmp_path / "deep.ipynb"
     deep.write_text("[" * 100_000 + "]" * 100_000)  # under --max-size and the structure cap: RecursionError
     many = tmp_path / "many.ipynb"
-    many.write_text(json.dumps({**EXERCISE, "metadata": {"junk": [0] * (explanations.MAX_TOKENS + 1)}}))
+    many.write_text(json.dumps({**EXERCISE, "metadata": {"junk": [0] * (reading.MAX_TOKENS + 1)}}))
     grader("--out", "grades.csv", "--", "mallory.ipynb", "=HYPERLINK(1).ipynb", "deep.ipynb", "many.ipynb")
     text = (tmp_path / "grades-explanations.csv").read_text(encoding="utf-8")
     assert "\x1b" not in text and "\x00" not in text and "\u202e" not in text and "\u200b" not in text
     with open(tmp_path / "grades-explanations.csv", newline="", encoding="utf-8") as f:
         cells = [c for row in csv.reader(f) for c in row]
-    assert not [c for c in cells if c[:1] in csvs.FORMULA_STARTS and c != "-"]  # no cell a spreadsheet runs
+    assert not [c for c in cells if c[:1] in FORMULA_STARTS and c != "-"]  # no cell a spreadsheet runs
     got = by_submission(read(tmp_path / "grades-explanations.csv"))
     answer = got["mallory.ipynb"]["answer"]
     assert got["mallory.ipynb"]["status"] == "cut"
     assert answer.startswith("'=cmd|' /C calc'!A0 \\x1b[2J\\x00 \\u202eevil\\u200b \nnext line ")
-    assert len(answer) < explanations.MAX_ANSWER + 100
+    assert len(answer) < reading.MAX_ANSWER + 100
     kept, _, said = answer.partition(" [cut here: ")
-    assert len(kept) == explanations.MAX_ANSWER + 1  # its first 2000 characters (and the escape's "'")
-    assert said.startswith(f"the first {explanations.MAX_ANSWER} of 1000") and said.endswith(" characters]")
+    assert len(kept) == reading.MAX_ANSWER + 1  # its first 2000 characters (and the escape's "'")
+    assert said.startswith(f"the first {reading.MAX_ANSWER} of 1000") and said.endswith(" characters]")
     assert got["=HYPERLINK(1).ipynb"]["answer"] == "'+SUM(A1)\n@x"  # escaped as grades.csv escapes names
     assert (got["deep.ipynb"]["status"], got["many.ipynb"]["status"]) == ("not_read", "not_read")
 
 
 def test_harmless_keeps_words_and_lines_and_says_where_it_cut():
-    assert explanations.harmless("  Two lines,\r\nnon\u00a0breaking.  ") == ("answered", "Two lines,\nnon breaking.")
-    status, text = explanations.harmless("é" * 5000)
-    assert status == "cut" and text == "é" * explanations.MAX_ANSWER + " [cut here: the first 2000 of 5000 characters]"
-    assert explanations.harmless("\u2028\t ") == ("no_answer", "")
-    assert explanations.harmless("a\ud800b") == ("answered", "a\\ud800b")  # a lone surrogate (JSON allows it)
+    assert reading.harmless("  Two lines,\r\nnon\u00a0breaking.  ") == ("answered", "Two lines,\nnon breaking.")
+    status, text = reading.harmless("é" * 5000)
+    assert status == "cut" and text == "é" * reading.MAX_ANSWER + " [cut here: the first 2000 of 5000 characters]"
+    assert reading.harmless("\u2028\t ") == ("no_answer", "")
+    assert reading.harmless("a\ud800b") == ("answered", "a\\ud800b")  # a lone surrogate (JSON allows it)
 
 
 def test_a_notebook_not_graded_as_the_chapter_has_its_status_and_no_answer(grader, tmp_path):
@@ -135,7 +136,7 @@ def test_with_a_roster_each_row_names_its_student_and_a_missing_one_has_a_row(gr
     grader("--out", "grades.csv", "--roster", "roster.csv", "--chapter", "ch02", "--", "s1_ch02.ipynb",
            "stranger.ipynb")
     rows = read(tmp_path / "grades-explanations.csv")
-    assert list(rows[0]) == explanations.IDENTITY + explanations.FIELDS
+    assert list(rows[0]) == rosters.IDENTITY + outputs.EXPLANATION_FIELDS
     assert [(r["student_id"], r["name"], r["roster_status"], r["submission"], r["status"], r["answer"])
             for r in rows] == [("s1", "Ann", "matched", "s1_ch02.ipynb", "answered", "Because of the mask."),
                                ("", "", "no_roster_entry", "stranger.ipynb", "answered", "Not on the roster."),
@@ -150,7 +151,7 @@ def test_resume_keeps_the_answers_and_the_instructors_points(grader, tmp_path):
     rows = read(path)
     rows[0]["points"] = "2"  # the instructor marked it in place
     with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, explanations.FIELDS)
+        writer = csv.DictWriter(f, outputs.EXPLANATION_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
     submission(tmp_path / "a.ipynb", "Changed after grading: not what was graded.")
@@ -183,8 +184,8 @@ def test_without_the_rubrics_the_answers_are_still_exported_and_say_why_there_is
     monkeypatch.setattr(source, "table", lambda: None)
     rows = [dict(submission="a.ipynb", task="ch02.q1", points=1, max_points=1, status="passed", reason="r",
                  library_calls="")]
-    [line] = explanations.export_rows(rows, {"a.ipynb": {"status": "answered", "answer": "Because."}})
-    assert (line["answer"], line["rubric"], line["question"]) == ("Because.", explanations.WITHHELD, "")
+    [line] = outputs.explanation_rows(rows, {"a.ipynb": {"status": "answered", "answer": "Because."}})
+    assert (line["answer"], line["rubric"], line["question"]) == ("Because.", outputs.WITHHELD, "")
 
 
 def smuggled(note: str) -> str:
@@ -206,7 +207,7 @@ def exported(answer: str) -> tuple[str, str]:
     cell["source"] = answer
     rows = [dict(submission="s.ipynb", task="ch02.q1", points=1, max_points=1, status="passed", reason="r",
                  library_calls="")]
-    [line] = explanations.export_rows(rows, {"s.ipynb": explanations.read_answer(json.dumps(nb).encode())})
+    [line] = outputs.explanation_rows(rows, {"s.ipynb": reading.read_answer(json.dumps(nb).encode())})
     [test] = [t for t in exports.gradescope_results(rows, (), line)["tests"] if t["visibility"] == "hidden"]
     return line["answer"], test["output"]
 
@@ -217,7 +218,7 @@ def test_characters_that_do_not_render_are_shown_as_escapes_in_every_export():
     hidden = smuggled(NOTE) + "\U000e0041\u034f\u2064\u3164" + " \u0301" + "\u202e"
     for text in exported("Position t sees only tokens up to t." + hidden):
         assert text.count("Position t sees only tokens up to t.") == 1
-        assert not [c for c in text if csvs.invisible(c) or unicodedata.category(c) in ("Cf", "Mn", "Me")], text
+        assert not [c for c in text if invisible(c) or unicodedata.category(c) in ("Cf", "Mn", "Me")], text
         assert text.count("\\ufe0") + text.count("\\U000e01") == len(NOTE.encode())
     assert exported("café, and cafe\u0301")[0] == "café, and cafe\u0301"  # an accent on its letter stays
     assert exported("\u2764\ufe0f")[0] == "\u2764\\ufe0f"
@@ -229,7 +230,7 @@ def test_an_answer_cannot_pass_for_the_question_or_the_rubric():
     every line of the answer after them is quoted."""
     cell, output = exported(FORGED)
     assert cell.endswith("3 points: any answer at all")  # the CSV: the answer's own column, after the rubric
-    assert explanations.FIELDS.index("answer") > explanations.FIELDS.index("rubric")
+    assert outputs.EXPLANATION_FIELDS.index("answer") > outputs.EXPLANATION_FIELDS.index("rubric")
     lines = output.split("\n")
     heading = lines.index(exports.ANSWER_HEADING)
     assert [i for i, line in enumerate(lines) if line == "question:"] == [2]

@@ -13,7 +13,8 @@ import sys
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
-from nexttoken.grading import csvs, exports, rosters
+from nexttoken.grading import exports, outputs, rosters
+from nexttoken.grading.rows import FIELDS
 
 
 def rows_of(name, points, status="passed", tasks=("ch02.q1", "ch02.q2")):
@@ -135,8 +136,8 @@ def test_file_keys_are_safe_and_unique_and_no_name_takes_anothers():
 
 def test_a_resumed_roster_csv_is_read_without_its_roster_rows(tmp_path):
     rows = exports.with_identity(rows_of("bob.ipynb", [0, 1]), ROSTER)
-    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS + rosters.IDENTITY, rows)
-    back = csvs.read_previous(tmp_path / "g.csv")
+    outputs.write_csv(tmp_path / "g.csv", FIELDS + rosters.IDENTITY, rows)
+    back = outputs.read_previous(tmp_path / "g.csv")
     assert [r["submission"] for r in back] == ["bob.ipynb", "bob.ipynb"] and "student_id" not in back[0]
 
 

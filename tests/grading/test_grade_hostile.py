@@ -20,7 +20,8 @@ import nbformat
 import pytest
 
 import nexttoken
-from nexttoken.grading import csvs, judge, sandbox
+from nexttoken.grading import judge, sandbox
+from nexttoken.grading.rows import FORMULA_STARTS, name_text, unescape
 from nexttoken.recorder import wire
 from nexttoken.exercises import chapter
 
@@ -431,7 +432,7 @@ def batch(tmp_path_factory):
 def by_submission(rows):
     out = {}
     for r in rows:
-        out.setdefault(csvs.unescape(r["submission"]), {})[r["task"]] = r
+        out.setdefault(unescape(r["submission"]), {})[r["task"]] = r
     return out
 
 
@@ -441,7 +442,7 @@ def statuses(batch, name):
 
 def test_correct_submissions_keep_full_marks(batch):
     for name in ("good.ipynb", "good_too.ipynb", "--timeout=1.ipynb", "display_flood.ipynb", "surrogate_cell.ipynb",
-                 csvs.name_text(NON_UTF8), "-bob.ipynb", "nbformat3.ipynb"):
+                 name_text(NON_UTF8), "-bob.ipynb", "nbformat3.ipynb"):
         assert statuses(batch, name) == FULL, name
     assert statuses(batch, "ch05_solution.ipynb") == {task: ("passed", 1) for task in CH05}
 
@@ -457,7 +458,7 @@ def test_no_process_of_the_batch_survives(batch):
 
 def test_the_csv_is_complete(batch):
     grades = by_submission(batch["rows"])
-    assert set(grades) == {csvs.name_text(n) for n in batch["names"]}
+    assert set(grades) == {name_text(n) for n in batch["names"]}
     for name, rows in grades.items():
         if name not in ("fifo.ipynb", "zero.ipynb", "/dev/zero", "surrogate_field.ipynb", "nbformat5.ipynb")\
                 and not name.startswith("link_"):
@@ -511,7 +512,7 @@ def test_fifo_and_device_get_a_row_without_being_read(batch):
 
 def test_formulas_are_escaped_in_the_csv(batch):
     cells = [value for row in batch["rows"] for value in row.values()]
-    assert not [c for c in cells if c[:1] in csvs.FORMULA_STARTS and c != "-"]  # a lone "-" is no formula
+    assert not [c for c in cells if c[:1] in FORMULA_STARTS and c != "-"]  # a lone "-" is no formula
     assert '\'=HYPERLINK("x.example","y").ipynb' in cells and "'--timeout=1.ipynb" in cells
     assert statuses(batch, '=HYPERLINK("x.example","y").ipynb') == FULL
 

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
-from nexttoken.grading import batch, cli, csvs, exports, rosters
+from nexttoken.grading import batch, cli, exports, outputs, rosters
+from nexttoken.grading.rows import FIELDS, for_assignment, name_text, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 CH02 = [f"ch02.q{i}" for i in range(1, 6)]
@@ -36,7 +37,7 @@ def read(path):
 def merge(tmp_path, capsys, rows, roster_text, *extra):
     """grades CSV -> merge with every export, in tmp_path (the current folder); returns (exit code,
     stdout, stderr)."""
-    csvs.write_csv(tmp_path / "part.csv", csvs.FIELDS, rows)
+    outputs.write_csv(tmp_path / "part.csv", FIELDS, rows)
     (tmp_path / "roster.csv").write_text(roster_text, encoding="utf-8")
     code = cli.main(["merge", "part.csv", "--out", "grades.csv", "--gradebook", "book.csv", "--roster", "roster.csv",
                      "--canvas", "canvas.csv", "--assignment", "Chapter 2 (42)", "--gradescope", "gs",
@@ -87,9 +88,9 @@ def test_honest_students_keep_full_marks_and_no_row_is_lost(attacked):
         {"101": "5", "102": "5", "103": "5", "104": "0"}
     grades = read(folder / "grades.csv")
     assert len(grades) == len(rows) + 1  # every file's rows, and Carol's missing_submission row
-    assert {r["submission"] for r in grades} == {*map(csvs.name_text, [*HONEST, *ATTACKS]), "-"}
+    assert {r["submission"] for r in grades} == {*map(name_text, [*HONEST, *ATTACKS]), "-"}
     status = {r["submission"]: (r["student_id"], r["roster_status"]) for r in grades}
-    assert status["b2.ipynb"] == status["a1.ipynb"] == status[csvs.name_text(ESCAPE_NAME)] == ("", "no_roster_entry")
+    assert status["b2.ipynb"] == status["a1.ipynb"] == status[name_text(ESCAPE_NAME)] == ("", "no_roster_entry")
     assert status[NFD_JOSE] == ("j3", "matched")  # NFD on disk, NFC in the roster: one name
 
 
@@ -113,9 +114,9 @@ def test_the_roster_problems_are_on_the_console_and_in_the_problems_file(attacke
     problems = [(p["problem"], p["student_id"], p["submission"], p["detail"])
                 for p in read(folder / "grades-problems.csv")]
     unmatched = {p[2]: p[3] for p in problems if p[0] == "no_roster_entry"}
-    assert sorted(unmatched) == sorted(["b2.ipynb", "a1.ipynb", csvs.name_text(ESCAPE_NAME)])
-    escaped = csvs.name_text(ESCAPE_NAME)  # which file, what the roster has, what to do (issue 66)
-    assert unmatched[escaped] == (f"no line of the roster's 4 matches {csvs.shown(escaped)} in its file column (a "
+    assert sorted(unmatched) == sorted(["b2.ipynb", "a1.ipynb", name_text(ESCAPE_NAME)])
+    escaped = name_text(ESCAPE_NAME)  # which file, what the roster has, what to do (issue 66)
+    assert unmatched[escaped] == (f"no line of the roster's 4 matches {shown(escaped)} in its file column (a "
                                   "file name or a pattern such as s12_*.ipynb): counted for no student; add or "
                                   "correct its student's line and run again (or merge this grades CSV with the "
                                   "corrected --roster)")
@@ -136,7 +137,7 @@ def test_names_on_the_terminal_are_escaped(attacked, capsys):
     assert capsys.readouterr().err == "[3/9] \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb 1/2 in 1.2 s\n"
     assert "\x1b" not in out + err and "\u202e" not in out + err
     assert "no_roster_entry: \\x1b[2J\\x1b[31mevil\\u202egpj.ipynb" in err
-    assert csvs.shown("a\nb\tc\u2028é中\udcff") == "a\\nb\\tc\\u2028é中\\udcff"
+    assert shown("a\nb\tc\u2028é中\udcff") == "a\\nb\\tc\\u2028é中\\udcff"
 
 
 def test_nothing_a_submission_wrote_is_rendered_as_markdown_in_its_feedback(tmp_path, capsys, monkeypatch):
@@ -200,10 +201,10 @@ def test_for_assignment_leaves_a_run_without_chapter_as_it_was():
     from nexttoken.grading import assignment
 
     rows = rows_of("x.ipynb", [1] * 4, [f"ch01.q{i}" for i in range(1, 5)])
-    assert assignment.for_assignment(rows, None) is rows
+    assert for_assignment(rows, None, 5) is rows
     unreadable = [dict(submission="y", task="-", points=0, max_points=0, status="too_large", reason="r",
                        library_calls="")]
-    assert assignment.for_assignment(unreadable, "ch05")[0]["max_points"] == 5  # 0 of 5, not 0 of 0
+    assert for_assignment(unreadable, "ch05", assignment.chapter_points("ch05"))[0]["max_points"] == 5  # not 0 of 0
     assert assignment.chapter_arg("5") == assignment.chapter_arg("ch05") == assignment.chapter_arg("05") == "ch05"
     for bad in ("8", "ch00", "five"):
         with pytest.raises(Exception, match="expected a chapter"):

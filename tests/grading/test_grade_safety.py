@@ -8,21 +8,22 @@ import secrets
 
 import pytest
 
-from nexttoken.grading import cli, csvs, protocol, sandbox, submissions
+from nexttoken.grading import cli, outputs, protocol, read, sandbox
+from nexttoken.grading.rows import FIELDS, FORMULA_STARTS, clean, clean_rows, escape, name_text, one_line, shown
 
 
 @pytest.mark.parametrize("text", ["x\ud800y", "\udcff", "a\0b", "ok é 字"])
 def test_clean_text_always_encodes_and_reads_back_through_csv(tmp_path, text):
-    row = dict(submission="s", task="-", points=0, max_points=0, status="error", reason=csvs.clean(text))
-    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS, [row])
-    [back] = csvs.read_previous(tmp_path / "g.csv")
-    assert back["reason"] == csvs.clean(text)
+    row = dict(submission="s", task="-", points=0, max_points=0, status="error", reason=clean(text))
+    outputs.write_csv(tmp_path / "g.csv", FIELDS, [row])
+    [back] = outputs.read_previous(tmp_path / "g.csv")
+    assert back["reason"] == clean(text)
     assert "\0" not in back["reason"] and back["reason"].encode("utf-8")
 
 
 def test_names_that_are_not_utf8_are_written_and_never_collide():
     names = [b"b_\xff\xfe.ipynb", b"b_\\xff\\xfe.ipynb", "b_\udcff\udcfe.ipynb".encode("utf-8", "surrogateescape")]
-    texts = [csvs.name_text(os.fsdecode(n)) for n in names]
+    texts = [name_text(os.fsdecode(n)) for n in names]
     assert len(set(texts)) == 2  # the first and the last are the same bytes
     assert texts[0] == "b_\\xff\\xfe.ipynb" and texts[1] == "b_\\\\xff\\\\xfe.ipynb"
     assert all(t.encode("utf-8") for t in texts)
@@ -30,17 +31,17 @@ def test_names_that_are_not_utf8_are_written_and_never_collide():
 
 def test_the_formula_starts_are_owasps():
     """OWASP's list of what makes a spreadsheet cell a formula (CSV injection), tab and CR included."""
-    assert set(csvs.FORMULA_STARTS) >= {"=", "+", "-", "@", "\t", "\r"}
+    assert set(FORMULA_STARTS) >= {"=", "+", "-", "@", "\t", "\r"}
 
 
 @pytest.mark.parametrize("a, b", [("-bob.ipynb", "'-bob.ipynb"), ("=x", "'=x"), ("'x", "x"), ("''-", "'-")])
 def test_the_formula_escape_is_exact_so_resume_never_merges_two_names(tmp_path, a, b):
-    assert csvs.escape(a) != csvs.escape(b)
+    assert escape(a) != escape(b)
     rows = [dict(submission=n, task="-", points=0, max_points=0, status="error", reason="r") for n in (a, b)]
-    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS, rows)
-    assert [r["submission"] for r in csvs.read_previous(tmp_path / "g.csv")] == [a, b]
+    outputs.write_csv(tmp_path / "g.csv", FIELDS, rows)
+    assert [r["submission"] for r in outputs.read_previous(tmp_path / "g.csv")] == [a, b]
     with open(tmp_path / "g.csv", newline="") as f:  # and a spreadsheet still sees no formula
-        assert not [c for r in csv.reader(f) for c in r if c[:1] in csvs.FORMULA_STARTS and c != "-"]
+        assert not [c for r in csv.reader(f) for c in r if c[:1] in FORMULA_STARTS and c != "-"]
 
 
 def test_a_link_is_a_row_not_followed(tmp_path, monkeypatch):
@@ -51,11 +52,11 @@ def test_a_link_is_a_row_not_followed(tmp_path, monkeypatch):
     os.symlink("real.ipynb", "link.ipynb")
     os.symlink("/etc/shadow", "shadow.ipynb")
     os.symlink("folder", "linked_folder")
-    assert submissions.read_submission("real.ipynb", 1000) == (b"{}", None)
-    assert submissions.read_submission("folder/inside.ipynb", 1000) == (b"{}", None)
+    assert read.read_submission("real.ipynb", 1000) == (b"{}", None)
+    assert read.read_submission("folder/inside.ipynb", 1000) == (b"{}", None)
     for name, component in (("link.ipynb", "link.ipynb"), ("shadow.ipynb", "shadow.ipynb"),
                             ("linked_folder/inside.ipynb", "linked_folder")):
-        data, (status, reason) = submissions.read_submission(name, 1000)
+        data, (status, reason) = read.read_submission(name, 1000)
         assert data is None and status == "symlink", name
         assert f"a symbolic link ({component}), not graded" in reason
 
@@ -66,11 +67,11 @@ def test_a_submission_is_read_once_at_the_start(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "stub.ipynb").write_text('{"stub": 1}')
     (tmp_path / "solution.ipynb").write_text('{"solution": 1}')
-    snapshots = submissions.Snapshots([tmp_path / "stub.ipynb"], 1000)
+    snapshots = read.Snapshots([tmp_path / "stub.ipynb"], 1000)
     try:
         (tmp_path / "stub.ipynb").unlink()
         os.symlink("solution.ipynb", tmp_path / "stub.ipynb")
-        assert snapshots.read(csvs.name_text(tmp_path / "stub.ipynb")) == (b'{"stub": 1}', None)
+        assert snapshots.read(name_text(tmp_path / "stub.ipynb")) == (b'{"stub": 1}', None)
         assert oct(os.stat(snapshots.folder.name).st_mode & 0o777) == "0o700"
     finally:
         snapshots.close()
@@ -78,8 +79,8 @@ def test_a_submission_is_read_once_at_the_start(tmp_path, monkeypatch):
 
 def test_a_notebook_of_millions_of_values_is_refused_before_parsing(tmp_path):
     path = tmp_path / "dicts.ipynb"
-    path.write_text('{"metadata": {"junk": [' + ",".join(["{}"] * (submissions.MAX_STRUCTURES + 1)) + "]}}")
-    data, (status, reason) = submissions.read_submission(path, 20 * 1024 * 1024)
+    path.write_text('{"metadata": {"junk": [' + ",".join(["{}"] * (read.MAX_STRUCTURES + 1)) + "]}}")
+    data, (status, reason) = read.read_submission(path, 20 * 1024 * 1024)
     assert data is None and status == "too_complex" and "junk" not in reason
 
 
@@ -104,10 +105,10 @@ def test_a_forged_message_of_millions_of_values_is_not_parsed():
 
 
 def test_resume_reads_back_what_any_submission_made_the_grader_write(tmp_path):
-    rows = [dict(submission=csvs.name_text(os.fsdecode(b"b_\xff.ipynb")), task="ch02.q1", points=0,
-                 max_points=1, status="error", reason=csvs.clean("ValueError: \ud800\0"))]
-    csvs.write_csv(tmp_path / "g.csv", csvs.FIELDS, csvs.clean_rows(rows))
-    [back] = csvs.read_previous(tmp_path / "g.csv")
+    rows = [dict(submission=name_text(os.fsdecode(b"b_\xff.ipynb")), task="ch02.q1", points=0,
+                 max_points=1, status="error", reason=clean("ValueError: \ud800\0"))]
+    outputs.write_csv(tmp_path / "g.csv", FIELDS, clean_rows(rows))
+    [back] = outputs.read_previous(tmp_path / "g.csv")
     assert back["submission"] == "b_\\xff.ipynb" and back["reason"] == "ValueError: \\ud800\\x00"
 
 
@@ -149,7 +150,7 @@ def test_bad_limits_are_named(args, named, capsys):
 
 def test_a_reason_of_several_lines_is_one_csv_line():
     text = "your output is wrong\n   input:    f(3)\n   expected: 1\n   got:      2\n"
-    assert csvs.one_line(text) == "your output is wrong | input:    f(3) | expected: 1 | got:      2"
+    assert one_line(text) == "your output is wrong | input:    f(3) | expected: 1 | got:      2"
 
 
 def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
@@ -295,15 +296,15 @@ def test_a_line_split_across_chunks_is_kept_and_junk_is_dropped():
 
 @pytest.mark.parametrize("text", ["\x1b]0;title\x07", "\x1b[2J", "a\rb", "\x9b31m", "\u202etxt", "\x7f", "\t"])
 def test_one_escaping_leaves_no_control_character(text):
-    for escaped in (csvs.clean(text), csvs.shown(text), csvs.name_text(text)):
+    for escaped in (clean(text), shown(text), name_text(text)):
         assert all(c.isprintable() for c in escaped), escaped
-    assert csvs.clean("line\nnext") == "line\nnext" and csvs.shown("line\nnext") == "line\\nnext"
-    assert csvs.clean(csvs.name_text(text)) == csvs.name_text(text)  # what --resume reads back is the key
+    assert clean("line\nnext") == "line\nnext" and shown("line\nnext") == "line\\nnext"
+    assert clean(name_text(text)) == name_text(text)  # what --resume reads back is the key
 
 
 def test_names_that_differ_only_in_control_characters_keep_their_own_rows():
     names = ["a\x1b.ipynb", "a\\x1b.ipynb", "a\n.ipynb", "a\\n.ipynb"]
-    assert len({csvs.name_text(n) for n in names}) == 4
+    assert len({name_text(n) for n in names}) == 4
 
 
 def test_a_defining_cell_with_a_python_cell_magic_or_a_with_block_defines_its_function():

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import nexttoken.exercises
-from nexttoken.grading import notebook as graded, orders, protocol
+from nexttoken.grading import orders, protocol
+from nexttoken.grading import run as graded
 from nexttoken.recorder import calling, contract, main, notebook, stand_in, wire
 
 MAIN = Path(main.__file__)

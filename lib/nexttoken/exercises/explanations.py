@@ -14,7 +14,7 @@ cells:
 ``scripts/make_exercises.py`` writes ``explanations.json`` (this folder) from them: per chapter the
 question, the rubric and the model answer. In ``exercises/`` the answer cell holds the marker and
 ``PLACEHOLDER`` only, and the rubric cell is left out. The student build leaves ``explanations.json``
-out, like the solutions; the grader (``nexttoken.grading.explanations``) reads each submission's answer
+out, like the solutions; the grader (``nexttoken.grading.read``) reads each submission's answer
 with ``answer_text`` and exports it with the rubric for the instructor to mark.
 
 The functions here read cells as plain JSON (a submission's, which may hold anything), never run them.

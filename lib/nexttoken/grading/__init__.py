@@ -2,26 +2,35 @@
 
     python -m nexttoken.grade [options] [--] SUBMISSION.ipynb [...] --out grades.csv
 
-Each submission is read once, at the start (regular files only, never through a symbolic link), and runs in
-a fresh bubblewrap sandbox (``sandbox``) with a cgroup and a seccomp filter of its own: a fresh Python
-process, the recorder (``nexttoken.recorder``, a package of its own: nothing of this package, nor of
-``nexttoken.exercises``, is in the sandbox, which shows only the lesson's library and the recorder), reads
-the notebook (the grader parses a submission only as JSON text, to read the explanation's answer and, for an
-LMS export without --chapter, its chapter: ``explanations``) and says which chapter it is; the grader sends
-it a work order (``orders``): the tasks' function names, rules and test inputs as data. The recorder loads
-the learner's definitions, calls each function on its inputs, and reports only the outputs, as plain data
-(``nexttoken.recorder.wire``). The grader checks that data and judges it against the references (``judge``),
-which are not in the sandbox, nor the held-out inputs' names and expected outputs, nor the solutions;
-printed output is never read. One CSV row per submission and task (``csvs``). A broken or hostile submission
-costs only its own tasks (a hang or crash, the task it happens in; a cell that hangs or crashes is skipped:
-``notebook``), and the CSV is rewritten (atomically) after each submission, so a killed grader keeps the
-grades already given and ``--resume`` goes on from there.
+A submission's way through grading runs forward, one stage a module, none calling back into an earlier
+one. It is read once, at the start (regular files only, never through a symbolic link; ``read``), and the
+grader's own process reads from it, as JSON text where nothing of it runs, the explanation's answer and,
+for an LMS export without --chapter, its chapter. It runs in a fresh bubblewrap sandbox (``sandbox``) with a
+cgroup and a seccomp filter of its own (``run``): a fresh Python process, the recorder (``nexttoken.recorder``,
+a package of its own: nothing of this package, nor of ``nexttoken.exercises``, is in the sandbox, which shows
+only the lesson's library and the recorder), reads the notebook and says which chapter it is; the grader
+sends it a work order (``orders``): the tasks' function names, rules and test inputs as data. The recorder
+loads the learner's definitions, calls each function on its inputs, and reports only the outputs, as plain
+data (``nexttoken.recorder.wire``). The grader checks that data and judges it against the references
+(``judge``), which are not in the sandbox, nor the held-out inputs' names and expected outputs, nor the
+solutions; printed output is never read. A broken or hostile submission costs only its own tasks (a hang or
+crash, the task it happens in; a cell that hangs or crashes is skipped in the next run). One CSV row per
+submission and task (``rows``), and grades.csv is rewritten, atomically, after each submission (``outputs``),
+so a killed grader keeps the grades already given and ``--resume`` goes on from there.
 
-    submissions.py  reading the files           runner.py   one recorder run in a sandbox, followed
+    cli.py          the command line: its arguments, and its words for what the library raises
+    batch.py        one grading run: the job slots, --resume, a submission through the stages, saving
+    read.py         1. a submission's file, snapshotted; its answer and chapter, read as JSON text
+    run.py          2. its runs in a sandbox, followed, until every task has a result (``Job``: what a run carries)
+    orders.py          what each run records, and the work order sent in
+    protocol.py        the recorder's messages: nonce, lines, order
+    judge.py        3. one task's record -> (status, reason)
+    rows.py         4. the grade rows, and the text in them made safe to show
+    outputs.py      5. what a run or a merge writes (grades.csv, gradebook, explanations, exports, report)
+    exports.py         the roster's, LMS's and grading services' files, the feedback files
+    report.py          the class report (OUT-report.html)
+    rosters.py      the roster, matched to the files
+    assignment.py   --chapter: the assignment's chapter and points; the refusal of a mixed batch's exports
     sandbox/        bubblewrap, cgroups, seccomp, users; policy.py: what a sandbox shows (the allow-list)
-    orders.py       the work order (outside)    judge.py    one task's record -> (status, reason)
-    notebook.py     one submission's rows       csvs.py     the CSVs       cli.py  the command line
-    assignment.py   --chapter, and the refusal of a mixed batch's exports without it
-    exports.py      roster, LMS and feedback files      report.py   the class report (OUT-report.html)
-    explanations.py the explanations' answers, for the instructor to mark (OUT-explanations.csv)
+    __main__.py     python -m nexttoken.grading
 """

@@ -1,11 +1,12 @@
-"""An assignment that names its chapter (``--chapter N``): a notebook of another chapter gets 0 for it,
-with the reason, and no submission's total exceeds the chapter's points."""
+"""An assignment that names its chapter (``--chapter N``): the chapter and its points (a notebook of another
+chapter gets 0 of them, with the reason: ``rows.wrong_chapter``), and the refusal of an LMS export of several
+chapters' notebooks without it."""
 
 import argparse
 from collections import Counter
 
 from ..exercises import CHAPTERS, chapter
-from .csvs import Row, about_notebook, notebook_row
+from .rows import Row, about_notebook
 
 
 def chapter_arg(text: str) -> str:
@@ -21,36 +22,6 @@ def chapter_points(name: str) -> int:
     """The most a notebook of this chapter can get: its tasks' points."""
     module = chapter(name)
     return sum(getattr(module, task).points for task in module.TASKS)
-
-
-def wrong_chapter(submission: str, found: str, expected: str) -> Row:
-    """The one row of a notebook of another chapter: 0 of the assignment's points."""
-    return notebook_row(submission, "wrong_chapter",
-                        f"this notebook is {found}'s (its metadata or the exercise module it imports), but the "
-                        f"assignment is {expected} (--chapter): not graded; hand in your {expected} notebook",
-                        chapter_points(expected))
-
-
-def for_assignment(rows: list[Row], expected: str | None) -> list[Row]:
-    """The rows as the assignment counts them, whichever run wrote them (an earlier run --resume reads, the
-    shards merge joins): a submission graded as another chapter becomes one wrong_chapter row, and a row
-    for the notebook as a whole (unreadable, no chapter) is out of the chapter's points, not "0 of 0"."""
-    if expected is None:
-        return rows
-    others: dict[str, str] = {}  # a submission graded as another chapter -> that chapter
-    for r in rows:
-        if not about_notebook(r) and not r["task"].startswith(f"{expected}."):
-            others.setdefault(r["submission"], r["task"].split(".")[0])
-    most, out, replaced = chapter_points(expected), [], set()
-    for r in rows:
-        name = r["submission"]
-        if name in others:
-            if name not in replaced:  # its rows become one
-                replaced.add(name)
-                out.append(wrong_chapter(name, others[name], expected))
-        else:
-            out.append({**r, "max_points": most} if about_notebook(r) else r)
-    return out
 
 
 def exports_asked(args) -> list[str]:

@@ -15,14 +15,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assignment, explanations, exports, outputs, report
+from . import assignment, exports, outputs, read, report, rows
 from ..recorder.words import counted
-from .csvs import (Row, about_notebook, clean, clean_rows, error_row, name_text, notebook_row,
-                   read_previous, shown)
-from .notebook import grade_notebook
+from .read import Snapshots
 from .rosters import Roster
-from .runner import Settings
-from .submissions import Snapshots, read_submission
+from .rows import Row, about_notebook, error_row, name_text, shown
+from .run import Settings, run_submission
 
 
 @dataclass
@@ -46,7 +44,7 @@ class Batch:
 
 def prepare(args, settings: Settings, roster: Roster | None) -> Batch:
     """The batch to grade: the submissions given (one --shard's slice), less those --resume finds graded."""
-    previous = read_previous(args.out) if args.resume else []
+    previous = outputs.read_previous(args.out) if args.resume else []
     done = {r["submission"] for r in previous}
     paths = {name_text(p): p for p in args.submissions}  # in order, once each
     answers = earlier_answers(args, done, paths, settings.max_bytes) if args.resume else {}
@@ -62,17 +60,17 @@ def prepare(args, settings: Settings, roster: Roster | None) -> Batch:
 
 
 def grade_one(batch: Batch, name: str) -> list[Row]:
-    """One submission's rows, graded in a free job slot; never raises."""
+    """One submission's rows, graded in a free job slot; never raises. Its way through grading runs forward,
+    a stage a module: its snapshot and answer read (``read``), its runs in the sandbox, each record judged
+    as it comes (``run``, ``judge``), then its rows (``rows``); ``save`` writes them (``outputs``)."""
     slot = batch.slots.get()
     batch.started[name] = time.monotonic()  # from its start in a slot, not from the batch's
     try:
         data, problem = batch.snapshots.read(name)
-        if problem is not None:
-            rows = [notebook_row(name, problem[0], clean(problem[1]))]
-        else:
-            batch.answers[name] = read_answer(data)
-            rows = clean_rows(grade_notebook(name, data, batch.settings, slot))
-        return assignment.for_assignment(rows, batch.args.chapter)
+        if problem is None:
+            batch.answers[name] = read.answer(data)
+        recording = run_submission(data, batch.settings, slot) if problem is None else None
+        return rows.submission_rows(name, problem, recording, batch.settings)
     except Exception as exc:  # a grader bug must not cost the other submissions their grades
         return [error_row(name, exc)]
     finally:
@@ -92,7 +90,7 @@ def save(batch: Batch) -> None:
     try:
         outputs.write_explanations(args, batch.rows, batch.answers, batch.roster)
     except Exception as exc:  # the grades are saved; the answers are tried again after the next one
-        print(f"WARNING: could not write {shown(explanations.explanations_path(args.out))}: {shown(exc)}",
+        print(f"WARNING: could not write {shown(outputs.explanations_path(args.out))}: {shown(exc)}",
               file=sys.stderr)
 
 
@@ -173,7 +171,7 @@ def mixed_batch(batch: Batch) -> str | None:
     chapters = assignment.chapters_of(batch.previous)
     for name in batch.todo:
         data, problem = batch.snapshots.read(name)
-        found = explanations.read_chapter(data) if problem is None else None
+        found = read.read_chapter(data) if problem is None else None
         if found is not None:
             chapters[found] += 1
     return assignment.mixed_chapters(args, chapters)
@@ -193,7 +191,7 @@ def summary(batch: Batch, elapsed: float, page: Path, roster_problems: int | Non
     print(problems_line(rows, roster_problems, args.out))
     print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
           + (f" and {shown(args.gradebook)}" if args.gradebook else "")
-          + f"; the explanations' answers, to mark, to {shown(explanations.explanations_path(args.out))}")
+          + f"; the explanations' answers, to mark, to {shown(outputs.explanations_path(args.out))}")
     print(f"the class report (pass rates, mistakes, points): {shown(page)}")
 
 
@@ -238,22 +236,13 @@ def copies_of(todo: list[str], first: dict[str, str]) -> dict[str, list[str]]:
     return {name: same[1:] for name, same in found.items()}
 
 
-def read_answer(data: bytes) -> dict:
-    """The explanation's answer in a submission's bytes (JSON text, read here: nothing of it runs); a bug
-    in reading it costs the answer, never the submission's grades."""
-    try:
-        return explanations.read_answer(data)
-    except Exception as exc:
-        return {"status": "not_read", "answer": f"not read: the grader could not read it ({type(exc).__name__})"}
-
-
 def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
     """--resume: the answers of the submissions graded already, as the earlier run wrote them, or, where it
     did not (a run killed before it wrote them), read again from the file: JSON text only, never run."""
-    answers = explanations.read(explanations.explanations_path(args.out))
+    answers = outputs.read_answers(outputs.explanations_path(args.out))
     for name in done - set(answers):
         if name in paths:
-            data, problem = read_submission(paths[name], max_bytes)
+            data, problem = read.read_submission(paths[name], max_bytes)
             if problem is None:
-                answers[name] = read_answer(data)
+                answers[name] = read.answer(data)
     return answers

@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from . import assignment, batch, explanations, outputs, rosters, sandbox
+from . import assignment, batch, outputs, rosters, sandbox
 from ..recorder.words import counted
-from .csvs import read_previous, shown
-from .runner import Settings
+from .rows import shown
+from .run import Settings
 
 
 def positive_int(text: str) -> int:
@@ -35,7 +35,7 @@ def merge(argv) -> int:
     if args.github_classroom:
         p.error("--github-classroom reports one runner's submissions: use it on a grading run, not a merge")
     # A shard's answers file, next to its grades CSV, is no part of its own: `merge grades-*.csv` lists both.
-    companions = {explanations.explanations_path(part) for part in args.parts}
+    companions = {outputs.explanations_path(part) for part in args.parts}
     args.parts = [part for part in args.parts if part not in companions]
     rows, owner, answers = [], {}, {}
     try:
@@ -43,13 +43,13 @@ def merge(argv) -> int:
         for number, part in enumerate(args.parts):
             if not part.is_file():
                 raise ValueError(f"{part} does not exist")
-            for r in read_previous(part):
+            for r in outputs.read_previous(part):
                 first = owner.setdefault(r["submission"], number)
                 if first != number:  # two shards graded it (or one CSV was given twice)
                     raise ValueError(f"{r['submission']} is graded in both {args.parts[first]} and {part}")
                 rows.append(r)
-            answers.update(explanations.read(explanations.explanations_path(part)))
-    except (ValueError, rosters.RosterError) as exc:
+            answers.update(outputs.read_answers(outputs.explanations_path(part)))
+    except (ValueError, rosters.RosterError) as exc:  # outputs.UnreadableCSV among them: it names the shard
         print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
     refused = assignment.mixed_chapters(args, assignment.chapters_of(rows))
@@ -245,6 +245,10 @@ def main(argv=None):
     cgroups, uids = ready
     settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
                         use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
-                        cgroups=cgroups, uids=uids, held_out=args.held_out, chapter=args.chapter)
-
-    return batch.run(args, settings, roster)
+                        cgroups=cgroups, uids=uids, held_out=args.held_out, chapter=args.chapter,
+                        chapter_points=outputs.chapter_points(args))
+    try:
+        return batch.run(args, settings, roster)
+    except outputs.UnreadableCSV as exc:  # --resume's --out, or its explanations next to it
+        print(f"python -m nexttoken.grade: --resume: {shown(exc)}", file=sys.stderr)
+        return 2

@@ -1,7 +1,7 @@
 """What an instructor takes away from one grading run: the students (a roster), an LMS's import file
 (Canvas), a grading service's results (Gradescope, GitHub Classroom) and one feedback file per submission.
 
-All of it is made from the rows the grader wrote (``csvs.FIELDS``), so every export agrees with
+All of it is made from the rows the grader wrote (``rows.FIELDS``), so every export agrees with
 grades.csv: the same points, the same totals. With a roster, every export is keyed by the roster's
 student, never by a file name: a file can only ever reach the row and the files of the one student whose
 ``file`` pattern it matches, and a file that matches no student, or one of several files of one student,
@@ -11,15 +11,13 @@ is reported (``problems``), never merged into anyone else's.
 import base64
 import hashlib
 import json
-import os
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import rosters
-from .csvs import NOTEBOOK, Row, about_notebook, clean, notebook_row, shown, task_names
+from .rows import NOTEBOOK, Row, about_notebook, clean, notebook_row, shown
 from .rosters import Roster, match, missing_reason, no_entry_detail
 
 PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
@@ -85,6 +83,23 @@ def results(rows: list[dict], roster: Roster, most: int) -> tuple[list[Result], 
         total, top = sums[counted] if counted else (0, most)
         out.append(Result(s, files, counted, grouped.get(counted, []), total, top))
     return out, sums
+
+
+def task_names(rows: list[Row]) -> list[str]:
+    """The tasks the rows grade, sorted (a gradebook's columns)."""
+    return sorted({r["task"] for r in rows if not about_notebook(r)})
+
+
+def gradebook(rows: list[Row]) -> tuple[list[str], list[dict]]:
+    """One row per submission: each task's points, the total and the maximum (what an LMS imports)."""
+    book: dict[str, dict] = {}
+    for r in rows:
+        entry = book.setdefault(r["submission"], {"submission": r["submission"], "total": 0, "max_points": 0})
+        if not about_notebook(r):
+            entry[r["task"]] = r["points"]
+        entry["total"] += int(r["points"])
+        entry["max_points"] += int(r["max_points"])
+    return ["submission", *task_names(rows), "total", "max_points"], list(book.values())
 
 
 def student_gradebook(rows: list[dict], roster: Roster, most: int = 0) -> tuple[list[str], list[dict]]:
@@ -294,18 +309,6 @@ def per_file(rows: list[dict], roster: Roster | None, most: int,
     keys = student_keys(roster)
     return [(keys[r.student["student_id"]], gradescope_results(r.rows, r.notes(sums), explained.get(r.counted)),
              student_feedback(r, sums, explained.get(r.counted))) for r in found]
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write through a temporary file and an atomic rename, as the CSVs are."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def per_submission(rows: list[dict]) -> dict[str, list[dict]]:

@@ -6,6 +6,7 @@ import resource
 import threading
 
 from ..recorder.wire import Rejected, decode_outcomes
+from .orders import judged_cases
 
 # With --jobs, one judgement at a time: its memory cap (RLIMIT_AS) and torch's thread count are the
 # process's. (The inputs it builds draw from generators of their own, common.small_model: no judgement
@@ -43,17 +44,6 @@ def memory_cap(extra_mb: int = JUDGE_MEMORY_MB):
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-def judged_cases(task, held_out: bool) -> tuple[list[tuple], dict[int, str]]:
-    """The inputs one grading run sends in and judges, with {index: name} of the held-out ones among them:
-    the task's visible inputs, or with ``held_out`` its held-out ones alone. Imported only then: a student
-    build of the package has no held_out module (``cli`` refuses --held-out there)."""
-    if not held_out:
-        return task.cases(), {}
-    from ..exercises import held_out as held_out_cases
-
-    return held_out_cases.judged(task)
 
 
 def case_count(task, held_out: bool) -> int:
@@ -95,3 +85,22 @@ def library_calls(record: dict) -> str:
     them), for the CSV's library_calls column: reported to the instructor, not penalised."""
     library = record.get("library")
     return ", ".join(str(n)[:60] for n in library[:3]) if isinstance(library, list) else ""
+
+
+# A held-out run that stopped, by the stop's status: the grader's words, never the stop's detail.
+HELD_OUT_STOPS = {"timeout": "it ran past the time limit (--timeout, or the notebook's budget)",
+                  "crashed": "the process running it stopped", "too_much_output": "it sent too much output",
+                  "grader_error": "the grader could not judge it"}
+
+
+def held_out_verdict(task, status: str, reason: str) -> tuple[str, str]:
+    """(status, reason) of a task that passed on its visible inputs, after its held-out run (``status`` and
+    ``reason``, as judged): a pass counted, a failure by its place (the check's verdict, whose words are
+    ``task.HELD_OUT``'s), anything else by its status alone."""
+    visible, held = case_count(task, False), case_count(task, True)
+    if status == "passed":
+        return status, f"all {visible + held} tests passed ({held} of them held out)"
+    if reason.startswith(f"{task.function}(...) on held-out test"):
+        return status, f"all {visible} visible tests passed, but {reason}"
+    stopped = HELD_OUT_STOPS.get(status, status)
+    return status, f"all {visible} visible tests passed, but on the held-out tests: {stopped}"

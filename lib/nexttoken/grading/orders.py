@@ -3,7 +3,7 @@ sandbox for them, built outside it, from the tasks.
 
 Runs, in order: the first records every task of the notebook's chapter that may use the library's
 generate; the tasks that forbid it follow in a sandbox without it (``generate_rule``), and with
---held-out the tasks that passed run again on their held-out inputs alone (``notebook.held_out_pass``).
+--held-out the tasks that passed run again on their held-out inputs alone (``run.held_out_pass``).
 
 For each task: the name of the learner's function, the names of its arguments, its rules (``forbid``),
 its check of how (by name, ``recorder.watches``), the library functions it rebuilds (``Task.rebuilds``, so
@@ -18,7 +18,6 @@ import threading
 from ..exercises import CHAPTERS, chapter
 from ..recorder.contract import RULE
 from ..recorder.wire import pack_order
-from .judge import judged_cases
 
 GENERATE = "nexttoken.generate"
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
@@ -35,6 +34,17 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
             tasks = [order_of(getattr(module, name), held_out) for name in task_names]
             _made[key] = pack_order({"chapter": chapter_name, "tasks": tasks})
         return _made[key]
+
+
+def judged_cases(task, held_out: bool) -> tuple[list[tuple], dict[int, str]]:
+    """The inputs one grading run sends in and ``judge`` compares against, with {index: name} of the held-out
+    ones among them: the task's visible inputs, or with ``held_out`` its held-out ones alone. Imported only
+    then: a student build of the package has no held_out module (``cli`` refuses --held-out there)."""
+    if not held_out:
+        return task.cases(), {}
+    from ..exercises import held_out as held_out_cases
+
+    return held_out_cases.judged(task)
 
 
 def generate_rule(task) -> str | None:
@@ -59,7 +69,7 @@ def next_group(tasks: dict, pending: list[str]) -> tuple[list[str], str | None]:
 
 
 def plan(tasks: list[str] | None, settings):
-    """What a run is handed (``runner.run_once``): given the recorder's first message (what it read),
+    """What a run is handed (``run.run_once``): given the recorder's first message (what it read),
     the tasks it records and their packed work order, or no order (not a notebook of a chapter, or of
     another chapter than the assignment's). ``tasks`` None: the first run's (``first_tasks``)."""
     def order_for(message: dict) -> tuple[list[str], bytes | None]:

@@ -1,14 +1,156 @@
-"""What a grading run or a merge writes from the grade rows: grades.csv and the gradebook, the
-explanations' answers, the exports (Canvas, Gradescope, feedback) and the roster's problems."""
+"""What a grading run or a merge writes from the grade rows, the last stage: grades.csv and the gradebook, the
+explanations' answers, the exports (Canvas, Gradescope, feedback), the class report and the roster's
+problems, each written whole, through a temporary file and an atomic rename (``write_atomically``); and the
+CSVs read back, for --resume and merge.
 
+The explanations' CSV, next to --out (grades.csv: grades-explanations.csv), is for the instructor to mark:
+each submission's answer to its chapter's explanation question (``nexttoken/exercises/explanations.py``), as
+``read.read_answer`` read it, with the question, the rubric and the points possible. Nothing here scores an
+answer: the ``points`` column is left blank for the instructor, and no total of grades.csv or the exports
+counts it. ``--resume`` keeps the answers already in it (and any points the instructor typed there), and
+``merge`` joins the shards' files, found next to each shard's grades CSV.
+"""
+
+import csv
 import json
+import os
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
-from . import assignment, explanations, exports, report, rosters
+from ..exercises import explanations as source
 from ..recorder.words import counted
-from .csvs import FIELDS, Row, gradebook, shown, write_csv
+from . import assignment, exports, report, rosters
+from .rosters import IDENTITY
+from .rows import FIELDS, Row, about_notebook, clean, escape, for_assignment, one_line, unescape, shown
+
+# The explanations' CSV: the answer after the question and the rubric, as in every export.
+EXPLANATION_FIELDS = ["submission", "chapter", "status", "question", "rubric", "points_possible", "answer", "points"]
+ANSWER_FIRST = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]  # older
+WITHHELD = "not in this build (a student build leaves the rubric out): export with the full package"
+# status: answered, cut (longer than read.MAX_ANSWER), no_answer (empty, or the placeholder untouched),
+# not_read (not JSON, or too many JSON values to parse), or the notebook's own status where it was not
+# graded as a chapter (invalid_notebook, wrong_chapter, too_large, ...), missing_submission (--roster).
+
+
+class UnreadableCSV(ValueError):
+    """A CSV given to read back (--resume's --out, a shard to merge) that is not one the grader wrote; the
+    message names the file and what is wrong, and the command line says which argument gave it."""
+
+
+def write_atomically(path: Path, write, newline: str | None = None) -> None:
+    """``write(f)`` into a temporary file next to ``path`` (mode 0600), flushed to disk, then renamed over
+    ``path``: a reader, or a grader killed midway, sees the old file or the new one, never half of it."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline=newline, encoding="utf-8", errors="backslashreplace") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    write_atomically(path, lambda f: f.write(text))
+
+
+def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
+    """Any CSV of the grader's (``rows`` by column), every cell through ``clean`` and ``escape``."""
+    def write(f):
+        writer = csv.writer(f)
+        writer.writerow(header)
+        for r in rows:  # a reason keeps its lines for the feedback files; in a CSV it is one line
+            writer.writerow([escape(one_line(clean(r.get(h, ""))) if h == "reason" else clean(r.get(h, "")))
+                             for h in header])
+    write_atomically(path, write, newline="")
+
+
+def read_csv(path: Path, kind: str, columns: list[list[str]]) -> list[dict]:
+    """The lines of a CSV the grader wrote, each cell unescaped, without the roster's missing_submission
+    lines (made again from --roster at each write); ``kind`` names it in the error of one that is not."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames not in columns:
+                raise UnreadableCSV(f"{path} is not {kind} (columns {reader.fieldnames})")
+            return [{k: unescape(v or "") for k, v in r.items()} for r in reader
+                    if r.get("roster_status") != "missing_submission"]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UnreadableCSV(f"{path} is not {kind} ({type(exc).__name__}: {exc})") from None
+
+
+def read_previous(path: Path) -> list[Row]:
+    """The rows of a grades CSV (an earlier run's, for --resume; a shard's, for merge); a missing file is an
+    empty start."""
+    if not path.exists():
+        return []
+    rows = [Row(**{k: v for k, v in r.items() if k not in IDENTITY})
+            for r in read_csv(path, "a grades CSV", [FIELDS, FIELDS + IDENTITY])]
+    for number, r in enumerate(rows, start=2):
+        if not (r["points"].isdigit() and r["max_points"].isdigit()):
+            raise UnreadableCSV(f"{path} line {number}: points are not whole numbers")
+    return rows
+
+
+def read_answers(path: Path) -> dict[str, dict]:
+    """{submission: {"status", "answer", "points"}} of an earlier run's explanations CSV (for --resume and
+    merge). Missing file: {}."""
+    if not path.exists():
+        return {}
+    columns = [EXPLANATION_FIELDS, IDENTITY + EXPLANATION_FIELDS, ANSWER_FIRST, IDENTITY + ANSWER_FIRST]
+    return {r["submission"]: {k: r[k] for k in ("status", "answer", "points")}
+            for r in read_csv(path, "an explanations CSV", columns)}
+
+
+def explanations_path(out: Path) -> Path:
+    """Where the answers go: next to --out (grades.csv: grades-explanations.csv), as the roster's problems."""
+    return out.with_name(f"{out.stem}-explanations.csv")
+
+
+def question_columns(chapter: str, table: dict | None) -> dict:
+    """The question, rubric and points possible of a chapter's explanation ("" where none is known)."""
+    if not chapter:
+        return {"question": "", "rubric": "", "points_possible": ""}
+    if table is None:
+        return {"question": "", "rubric": WITHHELD, "points_possible": ""}
+    entry = table[chapter]
+    rubric = "\n".join(f"{p['points']} point{'s' if p['points'] != 1 else ''}: {p['point']}" for p in entry["rubric"])
+    return {"question": entry["question"], "rubric": rubric, "points_possible": entry["points"]}
+
+
+def explanation_rows(rows: list[Row], answers: dict[str, dict], expected: str | None = None) -> list[dict]:
+    """One line of the explanations' CSV per submission of the grades ``rows`` (in their order): its chapter
+    (from its tasks, else --chapter's), its answer, and that chapter's question and rubric. A notebook not
+    graded as a chapter (one row for the whole notebook: invalid, another chapter's, too large) has its
+    status and no answer."""
+    table = source.table()
+    out = []
+    for name, mine in exports.per_submission(rows).items():
+        tasks = [r["task"] for r in mine if not about_notebook(r)]
+        chapter = tasks[0].split(".")[0] if tasks else (expected or "")
+        if tasks:
+            got = answers.get(name, {"status": "not_read", "answer": ""})
+            status, answer = got["status"], got["answer"]
+        else:
+            status, answer = mine[0]["status"], ""
+        out.append({"submission": name, "chapter": chapter, "status": status, "answer": answer,
+                    **question_columns(chapter, table), "points": answers.get(name, {}).get("points", "")})
+    return out
+
+
+def missing_line(expected: str | None, table: dict | None) -> dict:
+    """The explanations' line of a roster student with no file: no answer, the assignment's question."""
+    return {"submission": "-", "chapter": expected or "", "status": "missing_submission", "answer": "",
+            **question_columns(expected or "", table), "points": ""}
+
+
+def chapter_points(args) -> int:
+    """--chapter's points (0 without it): the most of a notebook's one row."""
+    return assignment.chapter_points(args.chapter) if args.chapter else 0
 
 
 def most_points(args, rows: list[Row]) -> int:
@@ -19,14 +161,14 @@ def most_points(args, rows: list[Row]) -> int:
 def write_grades(args, rows: list[Row], roster: rosters.Roster | None) -> list[Row]:
     """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
     each submission's tasks in order), so that merged shards give exactly what one run writes."""
-    rows = sorted(assignment.for_assignment(rows, args.chapter), key=lambda r: r["submission"])
+    rows = sorted(for_assignment(rows, args.chapter, chapter_points(args)), key=lambda r: r["submission"])
     most = most_points(args, rows)
     if roster is None:
         write_csv(args.out, FIELDS, rows)
     else:
         write_csv(args.out, FIELDS + rosters.IDENTITY, exports.with_identity(rows, roster, most))
     if args.gradebook is not None:
-        write_csv(args.gradebook, *(gradebook(rows) if roster is None else
+        write_csv(args.gradebook, *(exports.gradebook(rows) if roster is None else
                                     exports.student_gradebook(rows, roster, most)))
     return rows
 
@@ -57,7 +199,13 @@ def report_roster(args, rows: list[Row], roster: rosters.Roster) -> int:
 
 def write_explanations(args, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None) -> None:
     """The explanations' answers next to --out, for the instructor to mark (no points counted here)."""
-    explanations.write(explanations.explanations_path(args.out), rows, answers, roster, args.chapter)
+    path, lines = explanations_path(args.out), explanation_rows(rows, answers, args.chapter)
+    if roster is None:
+        write_csv(path, EXPLANATION_FIELDS, lines)
+    else:  # the instructor marks by student: the IDENTITY columns first
+        table = source.table()
+        write_csv(path, IDENTITY + EXPLANATION_FIELDS,
+                  rosters.with_identity(lines, roster, lambda s: missing_line(args.chapter, table)))
 
 
 def write_exports(args, rows: list[Row], roster: rosters.Roster | None, answers: dict[str, dict]) -> None:
@@ -70,20 +218,20 @@ def write_exports(args, rows: list[Row], roster: rosters.Roster | None, answers:
     for folder in (args.gradescope, args.feedback):
         if folder is not None:
             folder.mkdir(exist_ok=True)
-    explained = {r["submission"]: r for r in explanations.export_rows(rows, answers, args.chapter)}
+    explained = {r["submission"]: r for r in explanation_rows(rows, answers, args.chapter)}
     for stem, results, feedback in exports.per_file(rows, roster, most_points(args, rows), explained):
         if args.gradescope is not None:
             (args.gradescope / stem).mkdir(exist_ok=True)
-            exports.write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
+            write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
         if args.feedback is not None:
-            exports.write_text(args.feedback / f"{stem}.md", feedback)
+            write_text(args.feedback / f"{stem}.md", feedback)
 
 
 def write_report(args, rows: list[Row], answers: dict[str, dict]) -> Path:
     """The class report next to --out (grades.csv: grades-report.html; ``report``), from the rows as
     grades.csv holds them; returns its path."""
     path = report.report_path(args.out)
-    explained = explanations.export_rows(rows, answers, args.chapter)
-    exports.write_text(path, report.page(args.out.name, rows, most_points(args, rows), explained,
-                                         explanations.explanations_path(args.out)))
+    explained = explanation_rows(rows, answers, args.chapter)
+    write_text(path, report.page(args.out.name, rows, most_points(args, rows), explained,
+                                         explanations_path(args.out)))
     return path

@@ -3,7 +3,7 @@ after each batch and merge: each task's pass rate and the class's mistakes by th
 them, the tasks most failed, a histogram of the submissions' points, and the explanations' answers to mark
 (with a link to the explanations CSV). It works offline: no script, no font, no request; its plots are
 inline SVG drawn here. Everything a submission wrote (file names, answers) is escaped (``html.escape``)
-after ``csvs.clean``, and the page is written as the CSVs are (mode 0600, an atomic rename)."""
+after ``rows.clean``, and the page is written as the CSVs are (``outputs.write_atomically``)."""
 
 import html
 import statistics
@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from ..exercises import chapter
-from .csvs import Row, about_notebook, clean
+from .rows import Row, about_notebook, clean
 
 MOST_FAILED = 5  # tasks named under "most failed"
 MAX_NAME = 200  # characters of a mistake's name

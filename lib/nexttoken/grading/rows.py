@@ -1,17 +1,14 @@
-"""The CSVs: text any submission or file name can hold, written and read back exactly; rewritten after each
-submission, through a temporary file and an atomic rename."""
+"""The grade rows, the stage after judging: one row per task of a submission, or one for the submission as
+a whole, with the text any submission or file name can hold made safe to show and written back exactly
+(``clean``, ``name_text``, ``escape``)."""
 
 import bisect
-import csv
 import os
-import tempfile
 import unicodedata
-from pathlib import Path
 from typing import TypedDict
 
-from .rosters import IDENTITY
-
 MAX_REASON = 500  # characters of a reason in the CSV (the checks explain a mistake in a few lines)
+NO_OUTPUTS = "no outputs were recorded for this task"  # the reason of a task no run recorded
 NOTEBOOK = "-"  # the task of a row about a submission as a whole (unreadable, another chapter's, no chapter)
 
 
@@ -40,6 +37,97 @@ def task_row(submission: str, task: str, points: int, max_points: int, status: s
 def notebook_row(submission: str, status: str, reason: str, max_points: int = 0) -> Row:
     """The one row of a submission not graded task by task: 0 points of ``max_points``."""
     return task_row(submission, NOTEBOOK, 0, max_points, status, reason)
+
+
+def submission_rows(name: str, problem: tuple[str, str] | None, recording, settings) -> list[Row]:
+    """One submission's rows (``name`` as in the CSV): one for the notebook as a whole where it was not read
+    (``problem``, its snapshot's) or the runs read no chapter to grade, or it is another chapter's than
+    --chapter's; else one per task of its recording (``run.Recording``)."""
+    problem = problem or recording.problem
+    if problem is not None:
+        return [notebook_row(name, problem[0], clean(problem[1])[:MAX_REASON], settings.chapter_points)]
+    if settings.chapter not in (None, recording.chapter):
+        return [wrong_chapter(name, recording.chapter, settings.chapter, settings.chapter_points)]
+    return clean_rows(task_rows(name, recording))
+
+
+def wrong_chapter(submission: str, found: str, expected: str, points: int) -> Row:
+    """The one row of a notebook of another chapter: 0 of the assignment's ``points``."""
+    return notebook_row(submission, "wrong_chapter",
+                        f"this notebook is {found}'s (its metadata or the exercise module it imports), but the "
+                        f"assignment is {expected} (--chapter): not graded; hand in your {expected} notebook",
+                        points)
+
+
+def for_assignment(rows: list[Row], expected: str | None, points: int) -> list[Row]:
+    """The rows as the assignment counts them, whichever run wrote them (an earlier run --resume reads, the
+    shards merge joins): a submission graded as another chapter becomes one wrong_chapter row, and a row
+    for the notebook as a whole (unreadable, no chapter) is out of the chapter's ``points``, not "0 of 0"."""
+    if expected is None:
+        return rows
+    others: dict[str, str] = {}  # a submission graded as another chapter -> that chapter
+    for r in rows:
+        if not about_notebook(r) and not r["task"].startswith(f"{expected}."):
+            others.setdefault(r["submission"], r["task"].split(".")[0])
+    out, replaced = [], set()
+    for r in rows:
+        name = r["submission"]
+        if name in others:
+            if name not in replaced:  # its rows become one
+                replaced.add(name)
+                out.append(wrong_chapter(name, others[name], expected, points))
+        else:
+            out.append({**r, "max_points": points} if about_notebook(r) else r)
+    return out
+
+
+def task_rows(name: str, recording) -> list[Row]:
+    """One row per task of a recording (``run.Recording``); a task with no outputs says why, naming the first
+    cell that stopped or raised."""
+    notes = [f"your {text}" for text in recording.skip.values()]
+    notes += [f"your code cell {n} raised {e}" for n, e in sorted(recording.cell_errors.items())
+              if n not in recording.skip]
+    rows = []
+    for task_name, task in recording.tasks.items():
+        status, reason = recording.results.get(task_name, ("error", NO_OUTPUTS))
+        reason = with_notes(reason, definition_notes(task, status, recording.notes.get(task_name, {})))
+        if status in ("missing", "error") and notes:
+            reason += f" ({notes[0]})"
+        rows.append(task_row(name, f"{recording.chapter}.{task_name}", task.points if status == "passed" else 0,
+                             task.points, status, clean(reason)[:MAX_REASON],
+                             clean(recording.calls.get(task_name, ""))))
+    return rows
+
+
+def definition_notes(task, status: str, notes: dict) -> list[str]:
+    """In the grader's words, from the recorder's numbers: which of several cells' definitions of the
+    function was graded (always said), and, where the task did not pass, a top-level loop that did not run
+    but sets a name the function reads."""
+    said = []
+    defined, loop = notes.get("defined"), notes.get("loop")
+    if defined:
+        cells, counts, used = defined["cells"], defined["counts"], defined["used"]
+        where = ", ".join(map(str, cells[:-1])) + f" and {cells[-1]}"
+        if None not in counts and used in cells:
+            said.append(f"{task.function} is defined in code cells {where}: graded with code cell {used}'s, the one "
+                        f"your kernel ran last (execution count {counts[cells.index(used)]})")
+        else:
+            said.append(f"{task.function} is defined in code cells {where}: graded with the last, code cell "
+                        f"{used}'s (the notebook saved no execution counts to say which your kernel ran last)")
+    if loop and status != "passed":
+        said.append(f"code cell {loop['cell']} has a top-level loop (line {loop['line']}) that would set "
+                    f"`{loop['name']}`, which {task.function} reads: the grader runs only a cell's definitions "
+                    f"(imports, def, class, assignments), never a loop; build `{loop['name']}` in one assignment "
+                    f"(a comprehension) or inside {task.function}")
+    return said
+
+
+def with_notes(reason: str, notes: list[str]) -> str:
+    """The notes after the reason's first line, where the CSV's cut at MAX_REASON keeps them."""
+    if not notes:
+        return reason
+    first, newline, rest = reason.partition("\n")
+    return f"{first} ({'; '.join(notes)}){newline}{rest}"
 
 
 def about_notebook(row: Row) -> bool:
@@ -123,62 +211,6 @@ def escape(value) -> str:
 
 def unescape(text: str) -> str:
     return text[1:] if text[:1] == "'" else text
-
-
-def write_csv(path: Path, header: list[str], rows: list[dict]) -> None:
-    """Any CSV of the grader's (``rows`` by column), every cell through ``clean``, written atomically."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
-            writer = csv.writer(f)
-            writer.writerow(header)
-            for r in rows:
-                # A reason keeps its lines for the feedback files; in a CSV it is one line.
-                writer.writerow([escape(one_line(clean(r.get(h, ""))) if h == "reason" else clean(r.get(h, "")))
-                                 for h in header])
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def task_names(rows: list[Row]) -> list[str]:
-    """The tasks the rows grade, sorted (a gradebook's columns)."""
-    return sorted({r["task"] for r in rows if not about_notebook(r)})
-
-
-def gradebook(rows: list[Row]) -> tuple[list[str], list[dict]]:
-    """One row per submission: each task's points, the total and the maximum (what an LMS imports)."""
-    book: dict[str, dict] = {}
-    for r in rows:
-        entry = book.setdefault(r["submission"], {"submission": r["submission"], "total": 0, "max_points": 0})
-        if not about_notebook(r):
-            entry[r["task"]] = r["points"]
-        entry["total"] += int(r["points"])
-        entry["max_points"] += int(r["max_points"])
-    return ["submission", *task_names(rows), "total", "max_points"], list(book.values())
-
-
-def read_previous(path: Path) -> list[Row]:
-    """Rows of an earlier run (for --resume); a missing file is an empty start."""
-    if not path.exists():
-        return []
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames not in (FIELDS, FIELDS + IDENTITY):
-                raise SystemExit(f"--resume: {path} is not a grades CSV (columns {reader.fieldnames})")
-            # The roster's columns and its missing_submission rows are made again from --roster at each save.
-            rows = [Row(**{k: unescape(v or "") for k, v in r.items() if k not in IDENTITY})
-                    for r in reader if r.get("roster_status") != "missing_submission"]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise SystemExit(f"--resume: {path} is not a readable grades CSV ({type(exc).__name__}: {exc})") from None
-    for number, r in enumerate(rows, start=2):
-        if not (r["points"].isdigit() and r["max_points"].isdigit()):
-            raise SystemExit(f"--resume: {path} line {number}: points are not whole numbers")
-    return rows
 
 
 def clean_rows(rows: list[Row]) -> list[Row]:

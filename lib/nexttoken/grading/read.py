@@ -1,14 +1,27 @@
-"""Reading submissions: regular files only, never through a symbolic link, up to a size cap, never
-blocking on a FIFO or a device; each read once, at the start, into a private folder."""
+"""What the grader reads of a submission, the first stage of its way through grading: the file itself
+(regular files only, never through a symbolic link, up to a size cap, never blocking on a FIFO or a
+device; each read once, at the start, into a private folder), and what the grader's own process reads
+from the notebook's JSON text, where nothing of it runs: the explanation's answer, and the chapter.
+
+The notebook is hostile, so its JSON is parsed only under the recorder messages' cap of ``{``, ``[`` and
+``,`` (``MAX_TOKENS``), one notebook at a time; the answer's control and invisible characters become
+visible escapes, and it is cut at MAX_ANSWER characters (saying so).
+"""
 
 import errno
 import hashlib
+import json
 import os
 import stat
 import tempfile
+import threading
+import unicodedata
 from pathlib import Path
 
-from .csvs import clean, name_text
+from ..exercises import explanations as source
+from ..recorder.contract import MAX_TOKENS
+from ..recorder.notebook import detect_chapter
+from .rows import clean, name_text
 
 MAX_STRUCTURES = 1_000_000  # JSON objects and lists in a submission: more is refused before any parsing
 
@@ -108,3 +121,80 @@ class Snapshots:
 
     def close(self) -> None:
         self.folder.cleanup()
+
+
+MAX_ANSWER = 2000  # characters of an answer in the CSV: 2 to 4 sentences are a few hundred
+_PARSING = threading.Lock()  # one parsed notebook at a time in memory, whatever --jobs is
+
+
+def too_many_values(data: bytes) -> bool:
+    """Whether the bytes hold more JSON values than the grader parses (the recorder messages' cap)."""
+    return data.count(b"{") + data.count(b"[") + data.count(b",") > MAX_TOKENS
+
+
+def harmless(text: str) -> tuple[str, str]:
+    """(status, text) for the exports: line breaks as "\\n" (a tab, a no-break or other space as a space, a
+    line or paragraph separator as a line break), every character a terminal or a spreadsheet could act on
+    or that does not render as its visible escape (``rows.clean``: controls, bidirectional overrides,
+    zero-width ones, variation selectors, tag characters, a combining mark with nothing visible to sit on),
+    and at most MAX_ANSWER characters, the cut said at its end."""
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    text = "".join(" " if unicodedata.category(c) == "Zs" else "\n" if unicodedata.category(c) in ("Zl", "Zp")
+                   else c for c in text)
+    text = clean(text).strip()
+    if not text:
+        return "no_answer", ""
+    if len(text) > MAX_ANSWER:
+        return "cut", f"{text[:MAX_ANSWER]} [cut here: the first {MAX_ANSWER} of {len(text)} characters]"
+    return "answered", text
+
+
+def notebook_cells(nb) -> list:
+    """The cells of a parsed notebook: nbformat 4's ``cells``, or nbformat 3's worksheets' cells."""
+    if not isinstance(nb, dict):
+        return []
+    if isinstance(nb.get("cells"), list):
+        return nb["cells"]
+    sheets = nb.get("worksheets")
+    if isinstance(sheets, list):
+        return [c for sheet in sheets if isinstance(sheet, dict) and isinstance(sheet.get("cells"), list)
+                for c in sheet["cells"]]
+    return []
+
+
+def read_answer(data: bytes) -> dict:
+    """{"status", "answer"} of one submission's bytes (see ``harmless``); never raises for what they hold."""
+    if too_many_values(data):
+        return {"status": "not_read", "answer": f"not read: more than {MAX_TOKENS} JSON values in the "
+                                                "notebook (open it to read the answer)"}
+    with _PARSING:
+        try:
+            text = source.answer_text(notebook_cells(json.loads(data)))
+        except (ValueError, RecursionError):  # not JSON (nor UTF-8), or nested too deep
+            return {"status": "not_read", "answer": "not read: the notebook is not JSON"}
+    status, answer = harmless(text)
+    return {"status": status, "answer": answer}
+
+
+def answer(data: bytes) -> dict:
+    """``read_answer``, where a bug of ours in reading costs the answer, never the submission's grades."""
+    try:
+        return read_answer(data)
+    except Exception as exc:
+        return {"status": "not_read", "answer": f"not read: the grader could not read it ({type(exc).__name__})"}
+
+
+def read_chapter(data: bytes) -> str | None:
+    """The chapter of one submission's bytes, as the recorder finds it (``detect_chapter``: the notebook's
+    metadata, else the exercise module its code imports), read here as JSON text under the same cap as an
+    answer; None where none is found. For the refusal of a mixed batch's exports, before grading."""
+    if too_many_values(data):
+        return None
+    with _PARSING:
+        try:
+            nb = json.loads(data)
+        except (ValueError, RecursionError):
+            return None
+        cells = [{"cell_type": "code", "source": c.get("source", c.get("input", ""))}  # nbformat 3: "input"
+                 for c in notebook_cells(nb) if isinstance(c, dict) and c.get("cell_type") == "code"]
+        return detect_chapter({"metadata": nb.get("metadata") if isinstance(nb, dict) else None, "cells": cells})
