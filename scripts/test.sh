@@ -17,10 +17,9 @@
 #                                      benchmarks (--tiny) and the fast path's real compiles.
 #                                 A slow test's or a notebook's start and end are printed as they happen,
 #                                 through a pipe too (tests/run_watch.py), and the run fails if a test leaves
-#                                 a process, a kernel or a file behind. Tiers 2 to 5 run one test at a time;
-#                                 NEXTTOKEN_TEST_WORKERS=2 runs two at once (pytest-xdist, torch on one thread
-#                                 in each; the grader's sandbox tests still one at a time, tests/conftest.py):
-#                                 not yet proven on the whole suite (nbval's outputs with one thread a kernel).
+#                                 a process, a kernel or a file behind. Tiers 2 to 5 run two tests at a time,
+#                                 torch on one thread in each (the grader's sandbox tests one at a time, beside
+#                                 the others); NEXTTOKEN_TEST_WORKERS=1 runs one at a time.
 #   bash scripts/test.sh --fast   the tests a contributor runs on every change (ruff's lint, then pytest -m
 #                                 "not slow": the library, the exercise checks, the grader's units): no website, no fresh
 #                                 environment, no nbval, no benchmark, no real compile, on every core
@@ -37,7 +36,7 @@ fi
 export NEXTTOKEN_TEST_START=${NEXTTOKEN_TEST_START:-$(date +%s)} PYTHONHASHSEED=0 TQDM_DISABLE=1 PYTHONUNBUFFERED=1
 if ! $fast; then
   cat <<'EOF'
-The full test run (about 55 minutes on 2 cores), in 5 tiers, the slowest last. What it may download and
+The full test run (about 37 minutes on 2 cores), in 5 tiers, the slowest last. What it may download and
 install first:
   - .venv/ and node_modules/ (scripts/setup.sh), if missing or out of date: about 600 MB from PyPI, PyTorch's
     CPU index and npm;
