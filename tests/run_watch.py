@@ -133,8 +133,8 @@ class Leftovers:
     def pytest_sessionfinish(self, session):
         processes = left_processes(self.token)
         named = [f"process {p.pid} still running: {describe(p)}" for p in processes]
-        # torch's compiler keeps part of its cache in the temporary folder whatever TORCHINDUCTOR_CACHE_DIR says
-        # (torch/_inductor/codecache.py's _HEADER_DIR, its precompiled headers): a cache, not a test's leftover
+        # torch's compiler writes to its default cache folder in the temporary folder from code that does not read
+        # TORCHINDUCTOR_CACHE_DIR (torch/_inductor/codecache.py's _HEADER_DIR, among others): a cache, not a leftover
         files = sorted(p.name for p in self.temp.iterdir() if p.name != f"torchinductor_{_user()}")
         changed = sorted(set(git_status()) - set(self.repository))
         for process in processes:
