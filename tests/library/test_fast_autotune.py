@@ -116,31 +116,36 @@ def test_the_autotuned_twin_computes_a_steps_attention_with_one_query_attention(
     assert calls == [(1, False)] * 2 * 4  # padded rows: the step's mask is passed on
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_really_autotuned_it_gives_the_plain_loops_tokens(family):
-    """compile="max-autotune" for real, on a tiny model (the compiler times its kernels per matrix; with
-    a SwiGLU MLP it also makes the gate and up products one, cpp.enable_concat_linear)."""
+def really_autotuned(model, ids, mask) -> torch.Tensor:
+    """compile="max-autotune" for real, on a tiny model (the compiler times its kernels per matrix; with a
+    SwiGLU MLP it also makes the gate and up products one, cpp.enable_concat_linear): its tokens, after
+    checking that it ran autotuned, not eagerly, and packed each product's weights for its kernels."""
     from torch._dynamo.utils import counters
 
-    torch._dynamo.reset()
     counters.clear()
-    model = tiny_model(6, n_layer=1) if family == "gpt2" else rope_gqa_model(6)
-    ids, mask = left_padded_batch(random.Random(6), 2, model.config.vocab_size, pad=model.config.vocab_size - 1)
     prepared = prepare(model, compile="max-autotune")
     with warnings.catch_warnings(record=True) as seen:  # torch's own (a TypedStorage deprecation) may pass
         warnings.simplefilter("always")
         out = prepared.generate(ids, 5, attention_mask=mask)
     assert not [w for w in seen if "torch.compile failed" in str(w.message)]  # not the fallback's
     assert prepared.compiled and isinstance(prepared.run_layers, autotune.Autotuned)
-    assert out.tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
-    if not torch.backends.mkldnn.is_available():
-        return  # the count below is of the weights packed for x86 (oneDNN's layout)
-    # how: the weights inductor packed for its kernels, in two graphs (the prompt's and the step's): four
-    # products a layer in both families (a SwiGLU's gate and up as one), and the LM head
-    packed = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
-    assert packed == 2 * (4 * model.config.n_layers + 1)
+    if torch.backends.mkldnn.is_available():  # the count is of the weights packed for x86 (oneDNN's layout)
+        # how: the weights inductor packed for its kernels, in two graphs (the prompt's and the step's):
+        # four products a layer in both families (a SwiGLU's gate and up as one), and the LM head
+        packed = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
+        assert packed == 2 * (4 * model.config.n_layers + 1)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")  # torch's own import
+def test_really_autotuned_it_gives_the_plain_loops_tokens():
+    """A GPT-2 block autotuned for real gives the plain loop's tokens (a Llama block's are checked below, in
+    the test of two models of the same shapes: each autotune costs about a minute)."""
+    torch._dynamo.reset()
+    model = tiny_model(6, n_layer=1)
+    ids, mask = left_padded_batch(random.Random(6), 2, model.config.vocab_size, pad=model.config.vocab_size - 1)
+    assert really_autotuned(model, ids, mask).tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
 
 
 @pytest.mark.slow
@@ -150,7 +155,8 @@ def test_autotuned_models_with_the_same_shapes_keep_their_own_graphs(monkeypatch
     """The autotuned step leaves out Dynamo's guards on the frozen twin (``not_on_the_model``), among them
     each weight's identity. Two prepared models of the same shapes but different weights must still run
     their own weights: each compiles a copy of ``run_layers`` with a code object of its own, so the
-    second never passes the first's (weaker) guards and runs its frozen weights."""
+    second never passes the first's (weaker) guards and runs its frozen weights. (Both are Llama blocks,
+    each autotuned for real, with the plain loop's tokens.)"""
     torch._dynamo.reset()
     filtered = []  # (guards made, guards kept) per compiled graph: the filter is the one prepare applies
 
@@ -163,8 +169,7 @@ def test_autotuned_models_with_the_same_shapes_keep_their_own_graphs(monkeypatch
     first, second = rope_gqa_model(1), rope_gqa_model(2)
     ids, mask = left_padded_batch(random.Random(3), 2, first.config.vocab_size, pad=first.config.vocab_size - 1)
     for model in (first, second):
-        out = prepare(model, compile="max-autotune").generate(ids, 5, attention_mask=mask)
-        assert out.tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
+        assert really_autotuned(model, ids, mask).tolist() == generate(model, ids, 5, attention_mask=mask).tolist()
     assert len(filtered) == 4 and all(0 < kept < made / 2 for made, kept in filtered)  # prompt and step, twice
     assert not torch.equal(generate(first, ids, 5, attention_mask=mask), generate(second, ids, 5, attention_mask=mask))
 
