@@ -3,9 +3,6 @@
 from pathlib import Path
 
 import pytest
-import torch
-
-import nexttoken
 
 GRADING = Path(__file__).parent / "grading"
 
@@ -17,6 +14,10 @@ pytest_plugins = ["run_watch"]
 @pytest.fixture
 def tiny_decoder():
     """A random nexttoken Decoder with a small vocabulary, in eval mode."""
+    import torch  # here, not at the top: pytest-xdist's controller reads this file and runs no test
+
+    import nexttoken
+
     torch.manual_seed(0)
     config = nexttoken.DecoderConfig(vocab_size=50, context_length=16, d_model=32, n_layers=2, n_heads=4)
     return nexttoken.Decoder(config).eval()

@@ -19,7 +19,10 @@ MIN_MUTANTS_PER_TASK = 6
 
 
 def feedback(task, fn) -> tuple[str, str]:
-    return task.evaluate(task.run(fn))
+    """The verdict ``check()`` gives (without its shrinking): the answer run on one fresh copy of the
+    task's inputs, then judged on that same copy."""
+    cases = task.cases()
+    return task.evaluate(task.run(fn, cases), cases)
 
 
 @pytest.mark.parametrize("ch", CHAPTERS)
