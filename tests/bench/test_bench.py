@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import load_script
 
 import nexttoken
 
@@ -74,10 +75,7 @@ def test_generate_speed_core_keeps_the_contenders_the_targets_name():
 
 
 def load_bench():
-    spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script("bench/generate_speed.py")
 
 
 def test_the_steady_step_is_the_median_step_of_the_second_half():
@@ -167,9 +165,7 @@ def test_generate_speed_runs_on_smollm2():
 def test_a_worker_that_dies_ends_the_run_with_a_clear_message(tmp_path):
     """A native library that crashes (llama.cpp's AMX kernels on an Intel CPU: a segfault, no message)
     ends the run naming the worker and its exit, not with a JSON error on an empty line."""
-    spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench/generate_speed.py")
     script = tmp_path / "dying_worker.py"
     script.write_text('import json, os\nprint(json.dumps({"ready": "1.0"}), flush=True)\ninput()\nos.abort()\n')
     worker = bench.Worker(str(script))
@@ -208,9 +204,7 @@ def test_the_float32_gguf_copy_holds_the_dequantized_values_and_every_field(tmp_
     import gguf
     import numpy as np
 
-    spec = importlib.util.spec_from_file_location("gguf_float32", ROOT / "bench" / "gguf_float32.py")
-    copier = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(copier)
+    copier = load_script("bench/gguf_float32.py")
     rng = np.random.default_rng(0)
     weight = rng.standard_normal((4, 64), dtype=np.float32) * 3  # rows of Q8_0 blocks (32 values each)
     norm = rng.standard_normal(64, dtype=np.float32)

@@ -2,7 +2,6 @@
 package, inductor's kernel profile, the GPU script's compiled rows on the CPU. A file of their own, so that the
 full run's last tier hands them to one worker while the other runs test_bench.py and the lowest versions."""
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -12,6 +11,7 @@ from unittest import mock
 
 import pytest
 import torch
+from helpers import load_script
 from test_bench import ROW, TINY, run_bench
 
 import nexttoken
@@ -43,9 +43,7 @@ def test_the_autotuned_products_probe_freezes_the_weights_even_with_gradients_on
     gradients. The probe turns them off itself, so a caller with gradients on still measures those kernels."""
     import torch._inductor.freezing as freezing  # here: seconds to import, and the fast tier collects this file
 
-    spec = importlib.util.spec_from_file_location("generate_speed", ROOT / "bench" / "generate_speed.py")
-    speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(speed)
+    speed = load_script("bench/generate_speed.py")
     torch.manual_seed(0)
     model = nexttoken.Decoder(nexttoken.DecoderConfig(vocab_size=64, context_length=16, d_model=32, n_layers=1,
                                                       n_heads=4, norm="rmsnorm", mlp="swiglu", bias=False))

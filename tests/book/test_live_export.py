@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import ROOT
+from helpers import ROOT, load_script
 
 import nexttoken
 
@@ -133,12 +133,9 @@ def test_work_counts_are_torchs():
 def test_without_node_the_site_is_built_with_the_pages_code_alone(tmp_path):
     """No node_modules (a reader without Node): the extension builds nothing and raises nothing, copies
     live.js alone (whose failed load then says the site has no live files), and logs no warning (-W)."""
-    import importlib.util
     from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("live_page", ROOT / "_ext" / "live_page.py")
-    live_page = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(live_page)
+    live_page = load_script("_ext/live_page.py")
     (tmp_path / "live").mkdir()
     shutil.copyfile(ROOT / "live" / "live.js", tmp_path / "live" / "live.js")
     app = SimpleNamespace(srcdir=str(tmp_path), outdir=str(tmp_path / "html"), builder=SimpleNamespace(format="html"))

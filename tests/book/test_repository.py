@@ -1,18 +1,15 @@
 """The repository's address lives in _config.yml; every notebook's Colab install cell agrees with it."""
 
-import importlib.util
 import shutil
 
 import nbformat
 import pytest
 import yaml
-from helpers import INSTALL_LINE, ROOT, learner_notebooks, repository_url, toc_notebooks
+from helpers import INSTALL_LINE, ROOT, learner_notebooks, load_script, repository_url, toc_notebooks
 
 
 def load_set_repository():
-    spec = importlib.util.spec_from_file_location("set_repository", ROOT / "scripts" / "set_repository.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/set_repository.py")
     return module
 
 

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,11 +107,8 @@ def test_setup_sandbox_says_in_one_line_that_the_sandbox_is_ready(tmp_path):
 # the lock (requirements.txt) and torch's CPU-only build (scripts/torch_cpu.py)
 
 def torch_cpu():
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("torch_cpu", ROOT / "scripts" / "torch_cpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/torch_cpu.py")
     return module
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CONFIG, ROOT, source_of, toc_pages
+from helpers import CONFIG, ROOT, load_script, source_of, toc_pages
 
 pytestmark = pytest.mark.slow  # builds the whole site (a minute or more); the browser tests are marked too
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -951,15 +951,12 @@ def test_live_page_built_without_node_says_it_has_no_live_files(browser, site, t
     """A site built without Node: the built site with its _static/live/ made again by the build step
     (_ext/live_page.py's copy_assets) from a source folder without node_modules, so live.js alone. Each of
     Load, Step and Run then says that this build has no live files (not a bare "could not load")."""
-    import importlib.util
     from types import SimpleNamespace
 
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    spec = importlib.util.spec_from_file_location("live_page", ROOT / "_ext" / "live_page.py")
-    live_page = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(live_page)
+    live_page = load_script("_ext/live_page.py")
     source, html = tmp_path / "source", tmp_path / "html"  # source: the page's code, no node_modules
     (source / "live").mkdir(parents=True)
     shutil.copyfile(ROOT / "live" / "live.js", source / "live" / "live.js")
@@ -1240,11 +1237,8 @@ def test_measure_live_page_reads_the_page(browser, site, server):
     """scripts/measure_live_page.py's in-page measures, on the test's site: a run of three greedy steps,
     its times positive and in order (the load within the time to the first token), and the files fetched
     after the press exactly the live page's heavy ones (live.js comes with the page), every byte of them."""
-    import importlib.util
 
-    spec = importlib.util.spec_from_file_location("measure_live_page", ROOT / "scripts" / "measure_live_page.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("scripts/measure_live_page.py")
     base, _ = server
     prompt = "To be, or not"
     want = _python_generate(_encode(prompt), 3)

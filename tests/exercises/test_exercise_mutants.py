@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import load_script
 
 from nexttoken.exercises import CHAPTERS, chapter
 
@@ -77,9 +78,7 @@ def test_right_answers_written_differently_pass(ch):
 def test_no_machine_made_mutant_of_a_solution_survives():
     """scripts/mutate_checks.py's mutants of every solution function fail their check, except those
     listed as equivalent (with why) in scripts/equivalent_mutants.txt; and every listed one still occurs."""
-    spec = importlib.util.spec_from_file_location("mutate_checks", ROOT / "scripts" / "mutate_checks.py")
-    mutate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mutate)
+    mutate = load_script("scripts/mutate_checks.py")
     equivalent = mutate.equivalent_mutants()
     survivors, equivalent_seen = [], 0
     threads = torch.get_num_threads()

@@ -1,22 +1,19 @@
 """exercises/ is generated from solutions/: every stored check passes on a solution, an exercise opens with no
 outputs, and each of its checks fails visibly on its stub."""
 
-import importlib.util
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
-from helpers import CHAPTERS as CHAPTER_NOTEBOOKS
+from helpers import CHAPTERS as CHAPTER_NOTEBOOKS, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_make_exercises():
-    spec = importlib.util.spec_from_file_location("make_exercises", ROOT / "scripts" / "make_exercises.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/make_exercises.py")
     return module
 
 
@@ -434,9 +431,7 @@ GENERATED = [t for t in all_tasks() if t.generated is not None]
 
 
 def load_make_cases():
-    spec = importlib.util.spec_from_file_location("make_cases", ROOT / "scripts" / "make_cases.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("scripts/make_cases.py")
     return module
 
 

@@ -9,6 +9,7 @@ import sys
 
 import nbformat
 import pytest
+from helpers import load_script
 from test_exercises import ROOT, load_make_exercises
 
 from nexttoken.exercises import CHAPTERS, explanations
@@ -81,12 +82,7 @@ def test_the_student_sources_leave_the_rubrics_out(tmp_path):
     """build_student_package's sources (what its wheel is built from) lack explanations.json, and there
     the table is None: the grader then exports answers without a rubric (test_student_build.py checks the
     wheel itself)."""
-    import importlib.util
-
-    script = ROOT / "scripts" / "build_student_package.py"
-    spec = importlib.util.spec_from_file_location("build_student_package", script)
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = load_script("scripts/build_student_package.py")
     assert "nexttoken/exercises/explanations.json" in build.WITHHELD
     build.student_sources(tmp_path)
     assert not (tmp_path / "lib" / "nexttoken" / "exercises" / "explanations.json").exists()
