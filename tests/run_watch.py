@@ -8,10 +8,12 @@
   scripts/test.sh; else since this session started).
 - Nothing left behind, checked as the session ends: no process the session started is still alive (a
   kernel a test did not shut down, a server, a daemon), no file of the repository that git would show as
-  new or changed, nothing in the session's own temporary folder (``TMPDIR`` points there for the session
-  and every process it starts; pytest's own ``tmp_path`` folders stay where pytest keeps them, and torch's
-  compiler cache where torch keeps it). What is found is named (a temporary file with the test after which
-  it appeared), the processes are killed, the folder is removed, and the run fails.
+  new or changed, nor one it ignores outside the build folders and caches (``MADE_ON_PURPOSE``: a grades
+  CSV or JupyterLab's checkpoints are named), nothing in the session's own temporary folder (``TMPDIR``
+  points there for the session and every process it starts; pytest's own ``tmp_path`` folders stay where
+  pytest keeps them, and torch's compiler cache where torch keeps it). What is found is named (a temporary
+  file with the test after which it appeared), the processes are killed, the folder is removed, and the run
+  fails.
 """
 
 import os
@@ -28,6 +30,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "NEXTTOKEN_TEST_SESSION"  # in the environment of every process the session starts
+# Folders git ignores that tests make on purpose: the site and the lowest versions (_build), setuptools' build
+# of the wheel (build, dist, *.egg-info), Python's bytecode and the tools' caches. Any other new path that git
+# ignores (a grades CSV, feedback/, .ipynb_checkpoints/) is a test's leftover.
+MADE_ON_PURPOSE = ("_build/", "build/", "dist/", ".egg-info/", "__pycache__/", ".hypothesis/", ".ruff_cache/")
 _STARTED = time.time()
 
 
@@ -122,6 +128,7 @@ class Leftovers:
         os.environ["TMPDIR"] = str(self.temp)
         tempfile.tempdir = None  # computed again from TMPDIR
         self.repository = git_status()
+        self.ignored = ignored_by_git()
         self.seen: dict[str, str] = {}  # an entry of the temporary folder -> the test after which it appeared
 
     def pytest_runtest_logfinish(self, nodeid, location):
@@ -137,6 +144,8 @@ class Leftovers:
         # TORCHINDUCTOR_CACHE_DIR (torch/_inductor/codecache.py's _HEADER_DIR, among others): a cache, not a leftover
         files = sorted(p.name for p in self.temp.iterdir() if p.name != f"torchinductor_{_user()}")
         changed = sorted(set(git_status()) - set(self.repository))
+        ignored = sorted(path for path in set(ignored_by_git()) - set(self.ignored)
+                         if not path.endswith(MADE_ON_PURPOSE))
         for process in processes:
             try:
                 process.kill()
@@ -145,6 +154,7 @@ class Leftovers:
         psutil.wait_procs(processes, timeout=10)
         shutil.rmtree(self.temp, ignore_errors=True)
         problems = named + [f"left in the repository (git status): {line}" for line in changed]
+        problems += [f"left in the repository (ignored by git): {path}" for path in ignored]
         problems += [f"left in the session's temporary folder: {name} (after {self.seen.get(name, 'the last test')})"
                      for name in files]
         if problems:
@@ -173,6 +183,15 @@ def git_status() -> list[str]:
     done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
                           capture_output=True, text=True)
     return done.stdout.splitlines() if done.returncode == 0 else []
+
+
+def ignored_by_git() -> list[str]:
+    """The paths of the repository that git ignores, a folder as one entry (``git status --ignored``)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        return []
+    done = subprocess.run(["git", "status", "--porcelain", "--ignored=traditional", "--untracked-files=normal"],
+                          cwd=ROOT, capture_output=True, text=True)
+    return [line[3:] for line in done.stdout.splitlines() if line.startswith("!! ")] if done.returncode == 0 else []
 
 
 def left_processes(token: str) -> list[psutil.Process]:

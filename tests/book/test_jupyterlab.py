@@ -96,7 +96,9 @@ def test_jupyterlab_opens_a_chapter_and_an_exercise_unmodified_and_without_the_n
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
     lab = subprocess.Popen([str(Path(sys.executable).parent / "jupyter"), "lab", "--allow-root", "--no-browser",
                             f"--port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=",
-                            "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}"],
+                            "--ServerApp.password=", f"--ServerApp.root_dir={ROOT}",
+                            # the checkpoint JupyterLab makes of a notebook it opens: here, not in the repository
+                            f"--FileCheckpoints.checkpoint_dir={tmp_path / 'checkpoints'}"],
                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM

@@ -31,6 +31,13 @@ def test_writes_a_temporary_file_and_keeps_it():
     tempfile.NamedTemporaryFile(prefix="left-behind-", delete=False).close()
 '''
 
+LEAVES_A_GRADES_CSV = '''
+from pathlib import Path
+
+def test_grades_a_class_into_the_repository():
+    Path("{name}").write_text("submission,task,points\\n")  # the cwd: the repository, as scripts/test.sh runs
+'''
+
 CLEAN = '''
 import subprocess, sys, tempfile
 import pytest
@@ -90,3 +97,16 @@ def test_a_clean_run_passes_and_shows_its_slow_test_start_and_end(tmp_path):
     end = re.search(r"\[\s*\d+:\d\d\] passed  test_case\.py::test_waits_for_its_child_and_removes_its_file "
                     r"\(\d+ s, \d+ s of CPU\)", out)
     assert start and end and start.start() < end.start(), out[-3000:]
+
+
+def test_a_file_git_ignores_left_in_the_repository_fails_the_run_and_is_named(tmp_path):
+    """A grades CSV written into the repository (git ignores /grades*.csv, so git status alone shows nothing);
+    the build folders and caches tests make on purpose are not counted (``MADE_ON_PURPOSE``)."""
+    name = f"grades-left-behind-{os.getpid()}.csv"
+    try:
+        done = session(tmp_path, LEAVES_A_GRADES_CSV.format(name=name))
+        assert (ROOT / name).exists()  # git ignores it
+    finally:
+        (ROOT / name).unlink(missing_ok=True)
+    assert done.returncode != 0, done.stdout
+    assert f"left in the repository (ignored by git): {name}" in done.stdout, done.stdout
