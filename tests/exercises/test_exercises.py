@@ -13,8 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_make_exercises():
-    module = load_script("scripts/make_exercises.py")
-    return module
+    return load_script("scripts/make_exercises.py")
 
 
 def check_outputs(path: Path) -> list[str]:
@@ -303,8 +302,8 @@ _INPUTS: dict[tuple[str, str], list[tuple]] = {}
 
 
 def inputs_of(task) -> list[tuple]:
-    """A task's inputs, built once for the outcomes below: judging them runs only the reference on the
-    inputs, which changes none of them."""
+    """A task's inputs, built once for the outcomes below (judging them runs the course's own functions on
+    the inputs, never an answer's code)."""
     key = (task.chapter, task.name)
     if key not in _INPUTS:
         _INPUTS[key] = task.cases()
@@ -431,8 +430,7 @@ GENERATED = [t for t in all_tasks() if t.generated is not None]
 
 
 def load_make_cases():
-    module = load_script("scripts/make_cases.py")
-    return module
+    return load_script("scripts/make_cases.py")
 
 
 def test_stored_generated_cases_are_what_hypothesis_draws():
