@@ -74,7 +74,7 @@ def test_right_answers_written_differently_pass(ch):
     assert right_answers(ch) and not rejected, "\n\n".join(rejected)
 
 
-@pytest.mark.slow  # about 100 s in the full run: hundreds of mutants, each checked
+@pytest.mark.slow  # 1 to 2 minutes in the full run: hundreds of mutants, each checked
 @pytest.mark.sandbox_session  # the other session of scripts/test.sh's slow tier is the longer one
 def test_no_machine_made_mutant_of_a_solution_survives():
     """scripts/mutate_checks.py's mutants of every solution function fail their check, except those
