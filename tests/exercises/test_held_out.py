@@ -51,7 +51,7 @@ def bank(ch):
     return importlib.import_module(f"exercise_mutants.{ch}")
 
 
-@pytest.mark.slow  # 40-50 s in all: every mutant again on other inputs, chapter 1's loops of 10,000 draws among them
+@pytest.mark.slow  # about 50 s in all: every mutant again on other inputs, chapter 1's loops of 10,000 draws among them
 @pytest.mark.parametrize("ch", CHAPTERS)
 def test_held_out_cases_alone_reject_every_wrong_answer_and_pass_every_right_one(ch):
     """As discriminating as the visible cases: each mutant of the bank fails on the held-out inputs
