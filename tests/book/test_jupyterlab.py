@@ -39,6 +39,7 @@ def test_the_news_pop_up_is_off_in_the_courses_jupyterlab():
         "run bash scripts/setup.sh"
 
 
+@pytest.mark.slow  # starts JupyterLab's server
 def test_jupyterlab_does_not_autosave_the_courses_notebooks(tmp_path):
     """JupyterLab, given the course's overrides.json (as scripts/setup.sh installs it), serves autosave off:
     its settings API gives the page false as autosave's default, and no user setting over it (JupyterLab's

@@ -76,6 +76,7 @@ def test_the_readme_has_python_snippets_and_the_guide_more():
     assert len(snippets()) >= 3
 
 
+@pytest.mark.slow  # each snippet in a fresh Python
 @pytest.mark.parametrize("code", snippets())
 def test_python_snippet_runs_as_pasted(code, tmp_path):
     result = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
@@ -114,6 +115,7 @@ def module_help(python: str, module: str) -> str:
     return result.stdout
 
 
+@pytest.mark.slow  # each module's --help in a fresh Python
 def test_readme_commands_exist_with_their_options():
     commands = shell_commands(README)
     assert len(commands) >= 5, commands

@@ -70,6 +70,7 @@ def test_without_root_it_says_what_to_run_and_changes_nothing(tmp_path):
     assert not (tmp_path / "apt.log").exists()
 
 
+@pytest.mark.slow  # starts a kernel
 def test_kernels_start_without_the_tcp_encryption_warning(tmp_path):
     """setup.sh puts scripts/ipython_kernel_config.py where IPython reads it for .venv's kernels; a kernel
     started as nbclient (and nbval, Jupyter Book) starts it writes nothing to its stderr."""

@@ -51,6 +51,7 @@ def test_a_package_that_is_not_a_folder_of_files_is_refused_with_what_the_machin
     assert "lacks generate.py, recorder/stand_in.py" in policy.allow_list_problem(lacking)
 
 
+@pytest.mark.slow  # a recorder started as the grader starts it, in a fresh Python
 def test_without_bubblewrap_the_recorder_imports_a_view_of_the_allow_list_and_the_stand_in():
     view = Path(sandbox.view_env({}, None)["PYTHONPATH"]) / "nexttoken"
     files = {p.relative_to(view).as_posix() for p in view.rglob("*") if p.is_file() and "__pycache__" not in p.parts}

@@ -182,16 +182,18 @@ def test_solutions_score_full_marks_and_exercises_zero(tmp_path):
 
 
 def test_the_throughput_benchmark_runs():
-    """bench/grade_throughput.py still works (one copy); its figures are reported there, never asserted."""
-    result = subprocess.run([sys.executable, str(ROOT / "bench" / "grade_throughput.py"), "--n", "1"],
-                            capture_output=True, text=True, timeout=600)
+    """bench/grade_throughput.py still works (one copy of chapter 2's solution, quicker to grade than chapter 5's,
+    its default); its figures are reported there, never asserted."""
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "grade_throughput.py"), "--n", "1", "--notebook",
+                             str(ROOT / "solutions" / "ch02.ipynb")], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "sandbox overhead with --jobs 1" in result.stdout
 
 
 def test_the_class_scale_benchmark_runs():
-    """--class: a synthetic class with hostile notebooks is graded whole; figures reported, never asserted."""
+    """--class: a synthetic class with hostile notebooks is graded whole; figures reported, never asserted.
+    With --jobs 2 only (without --jobs it grades the class twice, with --jobs 1 then 2)."""
     result = subprocess.run([sys.executable, str(ROOT / "bench" / "grade_throughput.py"), "--class", "10",
-                             "--timeout", "3"], capture_output=True, text=True, timeout=900)
+                             "--timeout", "3", "--jobs", "2"], capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "a synthetic class of 10 (1 hostile)" in result.stdout and "a class of 1,000" in result.stdout

@@ -46,6 +46,7 @@ def test_load_gpt2_from_a_local_folder(tmp_path):
         assert torch.allclose(model(x), hf(x).logits, atol=1e-4)
 
 
+@pytest.mark.slow  # a fresh Python (HF_HUB_OFFLINE is read at import)
 def test_load_gpt2_offline_fails_with_a_clear_message(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path)}  # an empty cache, no network
     code = "import nexttoken\ntry:\n    nexttoken.load_gpt2('gpt2')\nexcept RuntimeError as e:\n    print(e)\n"

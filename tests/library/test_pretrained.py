@@ -138,6 +138,7 @@ for module in ("nexttoken.train", "nexttoken.evaluate"):
 """
 
 
+@pytest.mark.slow  # a fresh Python under -OO, which compiles torch's sources again here
 def test_the_training_commands_run_under_python_OO():
     """``python -OO`` strips docstrings: the commands' descriptions must not need them. (Both in one
     process: where no bytecode is written, every ``-OO`` process compiles torch's sources again.)"""
