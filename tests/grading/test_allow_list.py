@@ -6,6 +6,7 @@ without bubblewrap imports a copy of what a sandbox shows (the package view). Ev
 the package is shown or kept outside on purpose, and what is shown imports only what is shown. The grading
 runs through such installs are in test_grade_round6.py."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,17 @@ from nexttoken.grading import sandbox
 from nexttoken.grading.sandbox import policy
 
 PACKAGE = policy.package_folder()
+
+
+@pytest.fixture(autouse=True)
+def own_view(monkeypatch):
+    """Each test its own package view, removed after it: the grader's is removed when its process exits,
+    after the test session's check for files left in its temporary folder."""
+    view = policy.PackageView()
+    monkeypatch.setattr(policy, "_VIEW", view)
+    yield
+    if view.folder is not None:
+        shutil.rmtree(view.folder, ignore_errors=True)
 
 
 def binds_of(cmd: list[str]) -> dict[str, str]:

@@ -113,7 +113,6 @@ def test_the_sandbox_denies_the_kernel_and_ends_from_outside(monkeypatch, instru
 
 
 @pytest.mark.slow  # two fresh Pythons
-@pytest.mark.sandbox_session  # it holds sandbox user ids: not beside a grader's run
 @needs_root_and_bwrap
 def test_sandbox_uids_are_free_on_the_host_and_never_shared_by_two_graders():
     holder = subprocess.Popen([sys.executable, "-c", "import time\nfrom nexttoken.grading import sandbox\n"
