@@ -54,7 +54,7 @@ pytest=(.venv/bin/python -m pytest)
 # -n auto: one worker per core (pytest-xdist); the fast tests share no files or ports. Each worker's torch on
 # one thread: two workers with two threads each on 2 cores spin against each other (measured from a clean
 # clone: 687 s, against 66 s with one thread each). nbval's plugin is left out: no fast test runs a notebook
-# under it, and importing it costs each process seconds (jsonschema's grammars).
+# under it, and importing it costs each process about half a second (measured: 0.7 s against pytest's 0.3 s).
 fast_tests() { OMP_NUM_THREADS=1 "${pytest[@]}" tests -m "not slow" -n auto -p no:nbval "$@"; }
 if $fast; then
   start=$SECONDS
