@@ -26,6 +26,13 @@ class _Drawing(TorchDispatchMode):
     notebook) is neither read nor changed. From a fresh ``seeded(seed)`` the draws are those that
     ``torch.manual_seed(seed)`` gives: the same models as before, bit for bit."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ to keep torch.compile out of it, a wrapper that imports
+        # torch._dynamo on its first call: 2 s of CPU in every process that builds a test model (a notebook's
+        # first check, each grader). Nothing here is compiled: the plain method, and no such import.
+        return False
+
     def __init__(self, generator: torch.Generator):
         super().__init__()
         self.generator = generator
