@@ -97,7 +97,8 @@ def test_no_machine_made_mutant_of_a_solution_survives():
     assert equivalent_seen == len(equivalent), "an entry of equivalent_mutants.txt no longer occurs"
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # about a minute
+@pytest.mark.sandbox_session  # as above: the other session was still 95 s longer (measured from a clean clone)
 def test_mutmut_leaves_no_survivor_in_chapter_one(tmp_path):
     """scripts/mutate_checks.py --tool mutmut works end to end (mutmut's own mutants, its fork server, the
     survivors read back and matched with equivalent_mutants_mutmut.txt) on the smallest chapter; the
