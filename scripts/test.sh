@@ -36,7 +36,7 @@ fi
 export NEXTTOKEN_TEST_START=${NEXTTOKEN_TEST_START:-$(date +%s)} PYTHONHASHSEED=0 TQDM_DISABLE=1 PYTHONUNBUFFERED=1
 if ! $fast; then
   cat <<'EOF'
-The full test run (about 31 minutes on 2 cores), in 5 tiers, the slowest last. What it may download and
+The full test run (about 30 minutes on 2 cores), in 5 tiers, the slowest last. What it may download and
 install first:
   - .venv/ and node_modules/ (scripts/setup.sh), if missing or out of date: about 600 MB from PyPI, PyTorch's
     CPU index and npm;
