@@ -18,6 +18,13 @@ from helpers import ROOT, load_script
 import nexttoken
 
 ATOL = 1e-4  # float32 logits of the same weights, two runtimes: they differ by about 2e-5 (measured)
+# onnxruntime (1.32 on Linux) collects telemetry unless told not to: on import it writes a session file in the
+# temporary folder, and a device id and an events database under ~/.cache/Microsoft, for upload over HTTPS
+# (it stays off only where it sees a CI's variables, so CI never showed it). Off for these tests and every
+# process they start.
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+CI_VARIABLES = ("CI", "TF_BUILD", "GITHUB_ACTIONS", "GITLAB_CI", "CIRCLECI", "TRAVIS", "JENKINS_URL",
+                "CODEBUILD_BUILD_ID", "BUILDKITE", "TEAMCITY_VERSION", "APPVEYOR", "BITBUCKET_BUILD_NUMBER")
 
 
 def need(condition: bool, msg: str):
@@ -37,6 +44,19 @@ def exported(tmp_path_factory):
                    capture_output=True, timeout=600)
     session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     return session, json.loads((out.parent / "model.json").read_text()), out
+
+
+@pytest.mark.slow
+def test_onnxruntime_writes_no_telemetry(tmp_path):
+    """Imported with these tests' environment, outside a CI too, onnxruntime writes nothing in the home or the
+    temporary folder (the run's leftover check sees only the latter)."""
+    pytest.importorskip("onnxruntime")
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir(), tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES} | {"HOME": str(home), "TMPDIR": str(tmp)}
+    code = "import onnxruntime; onnxruntime.InferenceSession"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, timeout=120)
+    assert list(home.rglob("*")) == list(tmp.rglob("*")) == []
 
 
 @pytest.mark.slow  # the export takes about 20 s
