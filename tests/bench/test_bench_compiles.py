@@ -1,12 +1,10 @@
 """The benchmarks that compile for real (their --tiny mode): torch.compile's autotuning, an AOTInductor
-package, inductor's kernel profile, the GPU script's compiled rows on the CPU. A file of their own, so that the
-full run's last tier hands them to one worker while the other runs test_bench.py and the lowest versions."""
+package, inductor's kernel profile. A file of their own, so that the full run's last tier hands them to one
+worker while the other runs the lowest versions, the GPU script on the CPU (test_gpu_script.py) and
+test_bench.py."""
 
 import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -15,8 +13,6 @@ from helpers import load_script
 from test_bench import ROW, TINY, run_bench
 
 import nexttoken
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow  # about a minute: the kernels autotuned in an empty cache folder, a package built
@@ -77,19 +73,3 @@ def test_aot_step_builds_a_package_a_second_process_loads_with_the_plain_loops_t
                r"that step [\d.]+ ms; steady step [\d.]+ ms; same tokens as the plain loop: True$")
     assert re.search(r"^first process \(nothing cached\)" + process.format("built"), out, re.M)
     assert re.search(r"^second process" + process.format("loaded"), out, re.M)
-
-
-@pytest.mark.slow  # 1-3 minutes: each dtype's compiled contenders compile, transformers' recipe among them
-def test_the_gpu_script_runs_both_dtypes_with_both_anchors_on_the_cpu_here():
-    """bench/gpu_table.sh is run only where a GPU is lent; DEVICE=cpu runs its commands here, so that what a
-    lent GPU's few minutes run has run before: both dtypes, the compiled rows, transformers' compiled recipe
-    (with a static cache, generate compiling its own one-token call: the fix for the crash on CUDA)."""
-    result = subprocess.run(["bash", str(ROOT / "bench" / "gpu_table.sh"), *TINY],
-                            capture_output=True, text=True, timeout=900,
-                            env={**os.environ, "DEVICE": "cpu", "PYTHON": sys.executable, "PER_DTYPE_S": "600"})
-    assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
-    assert out.count("== ") == 2 and "== float32 on cpu" in out and "== bfloat16 on cpu" in out
-    for name in ("fast path, torch.compile", "transformers, static cache, torch.compile", "same, torch.compile"):
-        assert len(re.findall("^ +" + re.escape(name) + " " + ROW, out, re.M)) == 2, name
-    assert "same tokens from all of them: True" in out  # float32; bfloat16 counts agreeing tokens instead
