@@ -36,7 +36,7 @@ fi
 export NEXTTOKEN_TEST_START=${NEXTTOKEN_TEST_START:-$(date +%s)} PYTHONHASHSEED=0 TQDM_DISABLE=1 PYTHONUNBUFFERED=1
 if ! $fast; then
   cat <<'EOF'
-The full test run (about 30 minutes on 2 cores), in 5 tiers, the slowest last. What it may download and
+The full test run (20 to 30 minutes on 2 cores, by machine), in 5 tiers, the slowest last. What it may download and
 install first:
   - .venv/ and node_modules/ (scripts/setup.sh), if missing or out of date: about 600 MB from PyPI, PyTorch's
     CPU index and npm;
@@ -78,8 +78,9 @@ kernel_dependent=$(find chapters appendix model_card.ipynb model_card_smollm2.ip
 # Tier 5's tests, in the order pytest-xdist hands out their files (--no-loadscope-reorder; a worker gets the
 # next file when two of its tests are left): the real compiles (about 4 minutes) to one worker, the lowest
 # versions (2 minutes; its first two tests instant) to the other, then the GPU script on the CPU (1 minute)
-# and the other benchmarks to whichever is nearer done. Measured from a clean clone with the GPU script among
-# the real compiles: 302 s, one worker done 100 s before the other.
+# and the other benchmarks to whichever is nearer done. Measured from clean clones (2-core Intel Xeon): 302 s
+# with the GPU script among the real compiles, one worker done 100 s before the other; 247 s in this order,
+# the two done 4 s apart.
 slowest=(tests/bench/test_bench_compiles.py tests/library/test_lowest_versions.py tests/bench/test_gpu_script.py
          tests/bench/test_bench.py tests/library/test_fast.py)
 # Two at a time (NEXTTOKEN_TEST_WORKERS=2, the default), each torch on one thread: tier 2 as two sessions side
