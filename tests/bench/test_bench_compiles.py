@@ -33,6 +33,7 @@ def test_generate_speed_runs_the_autotuned_fast_path_and_its_ahead_of_time_packa
 
 
 @pytest.mark.slow  # about 45 s: the probe autotunes each product's kernel
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated:UserWarning")  # torch's own, while autotuning
 def test_the_autotuned_products_probe_freezes_the_weights_even_with_gradients_on():
     """Bound (c) for the autotuned row times the products as compile="max-autotune" runs them: weights
     frozen into the graph (inductor's freeze), which inductor does only for a graph compiled without
