@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -55,14 +56,15 @@ def test_onnxruntime_writes_no_telemetry(tmp_path):
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir(), tmp.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in CI_VARIABLES} | {"HOME": str(home), "TMPDIR": str(tmp)}
-    code = """if True:
+    code = textwrap.dedent("""\
         import numpy as np, onnxruntime
         from onnx import TensorProto, helper
         x, y = (helper.make_tensor_value_info(name, TensorProto.FLOAT, [1]) for name in "xy")
         graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity", [x], [y])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=9)
         session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        assert session.run(None, {"x": np.ones(1, np.float32)})[0] == 1"""
+        assert session.run(None, {"x": np.ones(1, np.float32)})[0] == 1
+    """)
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, timeout=120)
     assert list(home.rglob("*")) == list(tmp.rglob("*")) == []
 
