@@ -28,8 +28,8 @@ def feedback(task, fn) -> tuple[str, str]:
 
 # Chapters 5 and 6's banks build a small model for most inputs of each of their 145 mutants (a fresh copy of the
 # inputs per mutant, as check() makes): 12 and 10 s of the fast tier's test time (measured), which ran 87-97 s
-# from clean clones on 2 cores, against its aim of 90 s.
-# They run in the full run's slow tier (in the sandbox tests' session, the shorter one by 14 s without them);
+# from clean clones on a 2-core AMD EPYC, against its aim of 90 s.
+# They run in the full run's slow tier (in the sandbox tests' session, there the shorter one by 14 s without them);
 # `.venv/bin/python -m pytest tests/exercises -k every_mutant` runs every bank.
 SLOW_BANKS = ("ch05", "ch06")
 
@@ -107,7 +107,7 @@ def test_no_machine_made_mutant_of_a_solution_survives():
 
 
 @pytest.mark.slow  # about a minute
-@pytest.mark.sandbox_session  # as above: the other session was still 95 s longer (measured from a clean clone)
+@pytest.mark.sandbox_session  # as above: the other session was still 95 s longer (clean clone, the EPYC)
 def test_mutmut_leaves_no_survivor_in_chapter_one(tmp_path):
     """scripts/mutate_checks.py --tool mutmut works end to end (mutmut's own mutants, its fork server, the
     survivors read back and matched with equivalent_mutants_mutmut.txt) on the smallest chapter; the
