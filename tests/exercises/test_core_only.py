@@ -11,6 +11,8 @@ import nbformat
 import pytest
 import torch
 
+from nexttoken.exercises import chapter
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "exercises").glob("ch*.ipynb"))
 SOLUTIONS = json.loads((ROOT / "lib" / "nexttoken" / "exercises" / "solutions.json").read_text())
@@ -46,6 +48,8 @@ def test_core_tasks_pass_with_practice_tasks_unanswered(path):
         torch.random.set_rng_state(state)  # the notebook seeds torch; leave other tests' state alone
     # the lesson's core path asks for two core tasks in chapters 1 to 6; chapter 7 is all practice
     assert len(core) == (0 if path.stem == "ch07" else 2), f"{path.name}: core questions {core}"
+    # the module's CORE (what the grader counts by default) is what the notebook's headings say
+    assert chapter(path.stem).CORE == [f"q{n}" for n in core], f"{path.name}: CORE differs from its headings"
     for number in core:
         task = namespace[f"q{number}"]
         status, reason = task.evaluate(task.run(namespace[task.function]))
