@@ -60,8 +60,9 @@ def graded(tmp_path, monkeypatch):
 
     monkeypatch.setattr(batch, "run_submission", run_submission)
 
-    def run(*argv):
-        return cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "1", *argv])
+    def run(*argv):  # every task counted (test_grade_scheme.py is about which tasks count)
+        return cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "1", "--count-practice",
+                         *argv])
 
     return run, ran, stand_in_chapter
 
@@ -176,11 +177,12 @@ def test_the_console_prints_a_summary_not_a_table(graded, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "ch05.q1" not in out and "ann.ipynb" not in out  # no per-task table
     lines = out.splitlines()
-    assert len(lines) == 5 and lines[0].startswith("graded 5 submissions in ")
+    assert len(lines) == 6 and lines[0].startswith("graded 5 submissions in ")
     assert lines[1] == ("5 submissions in all; points (of 5): mean 4.2, median 4; submissions by points 3: 1, "
                         "4: 2, 5: 2")
-    assert lines[2] == "problems: 0 submissions not graded task by task"
-    assert lines[4] == "the class report (pass rates, mistakes, points): grades-report.html"
+    assert lines[2] == "The grade counts every task, core and practice"
+    assert lines[3] == "problems: 0 submissions not graded task by task"
+    assert lines[5] == "the class report (pass rates, mistakes, points): grades-report.html"
     progress = [line for line in err.splitlines() if line.startswith("[")]  # through a pipe: a line each
     assert len(progress) == 5 and progress[-1].startswith("[5/5] ") and "\r" not in err
 

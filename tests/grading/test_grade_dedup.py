@@ -31,7 +31,8 @@ def test_identical_submissions_are_graded_once_and_each_keeps_its_rows(tmp_path,
         (tmp_path / name).write_bytes(data)
     (tmp_path / "roster.csv").write_text("file,student_id,name\n" + "".join(
         f"{n},{n[0]}1,{n.split('.')[0].title()}\n" for n in files))
-    code = cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "2", "--out", "grades.csv",
+    code = cli.main(["--no-sandbox", "--trusted-as-root", "--allow-no-cgroup", "--jobs", "2", "--count-practice",
+                     "--out", "grades.csv",
                      "--roster", "roster.csv", "--gradescope", "gs", "--", *files])
     err = capsys.readouterr().err
     assert code == 0, err

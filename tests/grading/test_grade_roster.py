@@ -35,13 +35,14 @@ def read(path):
 
 
 def merge(tmp_path, capsys, rows, roster_text, *extra):
-    """grades CSV -> merge with every export, in tmp_path (the current folder); returns (exit code,
-    stdout, stderr)."""
+    """grades CSV -> merge with every export, in tmp_path (the current folder), every task counted
+    (--count-practice: these tests are about whose points go where, test_grade_scheme.py about which tasks
+    count); returns (exit code, stdout, stderr)."""
     outputs.write_csv(tmp_path / "part.csv", FIELDS, rows)
     (tmp_path / "roster.csv").write_text(roster_text, encoding="utf-8")
     code = cli.main(["merge", "part.csv", "--out", "grades.csv", "--gradebook", "book.csv", "--roster", "roster.csv",
                      "--canvas", "canvas.csv", "--assignment", "Chapter 2 (42)", "--gradescope", "gs",
-                     "--feedback", "fb", *extra])
+                     "--feedback", "fb", "--count-practice", *extra])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -204,7 +205,8 @@ def test_for_assignment_leaves_a_run_without_chapter_as_it_was():
     assert for_assignment(rows, None, 5) is rows
     unreadable = [dict(submission="y", task="-", points=0, max_points=0, status="too_large", reason="r",
                        library_calls="")]
-    assert for_assignment(unreadable, "ch05", assignment.chapter_points("ch05"))[0]["max_points"] == 5  # not 0 of 0
+    every = assignment.Scheme(practice=True)  # not 0 of 0:
+    assert for_assignment(unreadable, "ch05", assignment.chapter_points("ch05", every))[0]["max_points"] == 5
     assert assignment.chapter_arg("5") == assignment.chapter_arg("ch05") == assignment.chapter_arg("05") == "ch05"
     for bad in ("8", "ch00", "five"):
         with pytest.raises(Exception, match="expected a chapter"):
@@ -228,6 +230,7 @@ def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
     names = ["alice_ch1.ipynb", "bob.ipynb", "b2.ipynb", ESCAPE_NAME]
     done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--chapter", "2",
+                           "--count-practice",
                            "--roster", "roster.csv", "--gradebook", "book.csv", "--feedback", "fb", "--gradescope",
                            "gs", "--", *names], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

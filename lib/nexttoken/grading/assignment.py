@@ -1,9 +1,11 @@
-"""An assignment that names its chapter (``--chapter N``): the chapter and its points (a notebook of another
-chapter gets 0 of them, with the reason: ``rows.wrong_chapter``), and the refusal of an LMS export of several
-chapters' notebooks without it."""
+"""What an assignment counts: its chapter (``--chapter N``: a notebook of another chapter gets 0 of its points,
+with the reason, ``rows.wrong_chapter``), which tasks its grade counts and with what weight (``Scheme``: by
+default the core tasks, as the lesson asks), and the refusal of an LMS export of several chapters' notebooks
+without --chapter."""
 
 import argparse
 from collections import Counter
+from dataclasses import dataclass, field
 
 from ..exercises import CHAPTERS, chapter
 from .rows import Row, about_notebook
@@ -18,10 +20,80 @@ def chapter_arg(text: str) -> str:
     return name
 
 
-def chapter_points(name: str) -> int:
-    """The most a notebook of this chapter can get: its tasks' points."""
-    module = chapter(name)
-    return sum(getattr(module, task).points for task in module.TASKS)
+@dataclass(frozen=True)
+class Scheme:
+    """Which tasks a grade counts, and each one's points. The lesson asks every learner for its core tasks
+    (each chapter module's ``CORE``) and offers the rest as practice, so by default a grade counts the core
+    tasks at their points and a practice task at 0: a learner who does exactly what the course asks gets
+    full marks. ``practice`` (--count-practice) counts the practice tasks too; ``weights`` (--weight
+    ch05.q3=2) sets a task's points, 0 leaving it out. No partial credit: a task's points are all or none."""
+    practice: bool = False
+    weights: dict[str, int] = field(default_factory=dict)  # "ch05.q3" -> points
+
+    def weight(self, task: str) -> int | None:
+        """The points a task ("ch05.q3") is worth in the grade: 0 for one the grade does not count; None for
+        a task this build does not know (a CSV an older or newer grader wrote keeps its own points)."""
+        if task in self.weights:
+            return self.weights[task]
+        chapter_name, _, name = task.partition(".")
+        if chapter_name not in CHAPTERS or name not in chapter(chapter_name).TASKS:
+            return None
+        module = chapter(chapter_name)
+        counted = self.practice or name in module.CORE
+        return getattr(module, name).points if counted else 0
+
+    def chapter_points(self, name: str) -> int:
+        """The most a notebook of this chapter can get: its counted tasks' points."""
+        return sum(self.weight(f"{name}.{task}") or 0 for task in chapter(name).TASKS)
+
+    def counted(self, rows: list[Row]) -> list[Row]:
+        """The rows with their points as this scheme counts them, from each task's status (all or none);
+        the same whatever scheme an earlier run (--resume) or a shard (merge) wrote them with."""
+        out = []
+        for r in rows:
+            most = None if about_notebook(r) else self.weight(r["task"])
+            if most is None:
+                out.append(r)
+                continue
+            out.append({**r, "points": most if r["status"] == "passed" else 0, "max_points": most})
+        return out
+
+    def describe(self) -> str:
+        """What the grade counts, in a sentence (the gradebook's, the report's and the summary's words)."""
+        said = "every task, core and practice" if self.practice else "the core tasks (practice tasks count 0)"
+        if self.weights:
+            said += "; weights: " + ", ".join(f"{task} {points}" for task, points in sorted(self.weights.items()))
+        return f"the grade counts {said}"
+
+
+def weight_arg(text: str) -> tuple[str, int]:
+    """--weight: "ch05.q3=2" or "q3=2" (the task of --chapter's chapter) -> ("ch05.q3", 2) or ("q3", 2)."""
+    task, equals, points = text.partition("=")
+    if not equals or not points.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected TASK=POINTS such as ch05.q3=2 (a whole number of points, 0 "
+                                         f"to leave the task out), got {text!r}")
+    return task.strip(), int(points)
+
+
+def scheme_of(args) -> Scheme:
+    """The grading scheme --count-practice and --weight ask for, each weighted task checked to exist."""
+    weights = {}
+    for task, points in args.weight or []:
+        if "." not in task:
+            if args.chapter is None:
+                raise ValueError(f"--weight {task}={points}: name the task with its chapter (e.g. ch05.{task}) "
+                                 "or give --chapter")
+            task = f"{args.chapter}.{task}"
+        chapter_name, _, name = task.partition(".")
+        if chapter_name not in CHAPTERS or name not in chapter(chapter_name).TASKS:
+            raise ValueError(f"--weight {task}={points}: no such task (a task is named as ch05.q3)")
+        weights[task] = points
+    return Scheme(practice=args.count_practice, weights=weights)
+
+
+def chapter_points(name: str, scheme: Scheme | None = None) -> int:
+    """The most a notebook of this chapter can get, as ``scheme`` counts (default: the core tasks)."""
+    return (scheme or Scheme()).chapter_points(name)
 
 
 def exports_asked(args) -> list[str]:

@@ -117,10 +117,12 @@ def grade_all(batch: Batch) -> None:
             take(batch, name, rows)
             save(batch)
             count += 1
-            progress(count, len(batch.todo), name, rows, time.monotonic() - batch.started.get(name, start))
+            progress(count, len(batch.todo), name, batch.args.scheme.counted(rows),
+                     time.monotonic() - batch.started.get(name, start))
             for same in batch.copies[name]:
                 count += 1
-                progress(count, len(batch.todo), same, batch.graded[same], 0.0, same_as=name)
+                progress(count, len(batch.todo), same, batch.args.scheme.counted(batch.graded[same]), 0.0,
+                         same_as=name)
 
 
 def run(args, settings: Settings, roster: Roster | None) -> int:
@@ -188,6 +190,8 @@ def summary(batch: Batch, elapsed: float, page: Path, roster_problems: int | Non
               + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
     print(f"{counted(len(report.totals(rows)), 'submission')} in all; "
           f"{report.points_summary(rows, outputs.most_points(args, rows))}")
+    print(f"{args.scheme.describe()[0].upper()}{args.scheme.describe()[1:]}"
+          + ("" if args.scheme.practice or args.scheme.weights else " (--count-practice counts them too)"))
     print(problems_line(rows, roster_problems, args.out))
     print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
           + (f" and {shown(args.gradebook)}" if args.gradebook else "")

@@ -84,6 +84,12 @@ def add_export_arguments(p) -> None:
                         "folding); they are always compared in Unicode NFC form")
     p.add_argument("--chapter", type=assignment.chapter_arg,
                    help="the assignment's chapter (5 or ch05): a notebook of another chapter gets 0 for it")
+    p.add_argument("--count-practice", action="store_true",
+                   help="count the practice tasks in the grade too (by default it counts the core tasks, what the "
+                        "lesson asks of every learner; practice is reported beside it)")
+    p.add_argument("--weight", type=assignment.weight_arg, action="append", metavar="TASK=POINTS",
+                   help="a task's points in the grade, e.g. --weight ch05.q2=3 (q2=3 with --chapter); 0 leaves "
+                        "it out; repeat for each task (the others keep their points)")
     p.add_argument("--canvas", type=Path,
                    help="also write Canvas's gradebook import CSV (needs --roster, --assignment)")
     p.add_argument("--assignment", help='the Canvas column, as Canvas names it: "NAME (ID)"')
@@ -95,8 +101,14 @@ def add_export_arguments(p) -> None:
 
 
 def check_export_arguments(p, args) -> None:
+    """The checks every run and merge makes of the export arguments; sets ``args.scheme``, what the grade
+    counts (``assignment.Scheme``), built here once."""
     if args.canvas is not None and (args.roster is None or not args.assignment):
         p.error("--canvas needs --roster (Canvas's student ids) and --assignment \"NAME (ID)\"")
+    try:
+        args.scheme = assignment.scheme_of(args)
+    except ValueError as exc:
+        p.error(str(exc))
 
 
 def parse_args(argv):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import rosters
-from .rows import NOTEBOOK, Row, about_notebook, clean, notebook_row, shown
+from .rows import NOTEBOOK, Row, about_notebook, clean, not_counted, notebook_row, shown
 from .rosters import Roster, match, missing_reason, no_entry_detail
 
 PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
@@ -85,18 +85,32 @@ def results(rows: list[dict], roster: Roster, most: int) -> tuple[list[Result], 
     return out, sums
 
 
+def task_column(row: Row) -> str:
+    """A task's gradebook column: its name ("ch05.q1"), and for a task the grade does not count (a practice
+    task, by default) "ch05.q3 (not counted)", whose cells hold the task's status, not points."""
+    return f"{row['task']} (not counted)" if not_counted(row) else row["task"]
+
+
+def task_cell(row: Row):
+    """A task's gradebook cell: its points, or for a task the grade does not count its status (passed,
+    failed, not_implemented, ...)."""
+    return row["status"] if not_counted(row) else row["points"]
+
+
 def task_names(rows: list[Row]) -> list[str]:
-    """The tasks the rows grade, sorted (a gradebook's columns)."""
-    return sorted({r["task"] for r in rows if not about_notebook(r)})
+    """The gradebook's task columns: the counted tasks, then those not counted, each sorted."""
+    columns = {(not_counted(r), r["task"]): task_column(r) for r in rows if not about_notebook(r)}
+    return [columns[key] for key in sorted(columns)]
 
 
 def gradebook(rows: list[Row]) -> tuple[list[str], list[dict]]:
-    """One row per submission: each task's points, the total and the maximum (what an LMS imports)."""
+    """One row per submission: each task's points (or, not counted, its status), the total and the maximum
+    (what an LMS imports)."""
     book: dict[str, dict] = {}
     for r in rows:
         entry = book.setdefault(r["submission"], {"submission": r["submission"], "total": 0, "max_points": 0})
         if not about_notebook(r):
-            entry[r["task"]] = r["points"]
+            entry[task_column(r)] = task_cell(r)
         entry["total"] += int(r["points"])
         entry["max_points"] += int(r["max_points"])
     return ["submission", *task_names(rows), "total", "max_points"], list(book.values())
@@ -112,7 +126,7 @@ def student_gradebook(rows: list[dict], roster: Roster, most: int = 0) -> tuple[
         entry = {"student_id": s["student_id"], "name": s["name"], "email": s["email"], "section": s["section"],
                  "submission": " + ".join(result.files), "total": result.total, "max_points": result.max_points,
                  "status": result.status}
-        entry.update({r["task"]: r["points"] for r in result.rows if not about_notebook(r)})
+        entry.update({task_column(r): task_cell(r) for r in result.rows if not about_notebook(r)})
         book.append(entry)
     header = ["student_id", "name", "email", "section", "submission", *task_names(rows), "total", "max_points",
               "status"]
@@ -187,7 +201,7 @@ def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dic
     second submission) are said at the top, where the student looks. ``explanation`` (a row of the
     explanations CSV) becomes a last test of 0 points, hidden from the student: the answer to mark, the
     question and the rubric (``explanation_test``)."""
-    tests = [{"name": r["task"], "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
+    tests = [{"name": task_column(r), "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
               "output": clean(f"{r['status']}: {r['reason']}"), "visibility": "visible"}
              for i, r in enumerate((r for r in rows if not about_notebook(r)), start=1)]
@@ -220,7 +234,7 @@ def github_classroom(rows: list[dict]) -> str:
     """The JSON a GitHub Classroom runner reports ({version, status, max_score, tests}), base64-encoded as
     the autograding reporter reads it (from the ``<RUNNER>_RESULTS`` variable)."""
     graded = [r for r in rows if not about_notebook(r)]
-    tests = [{"name": r["task"], "status": "pass" if r["status"] == "passed" else "fail",
+    tests = [{"name": task_column(r), "status": "pass" if r["status"] == "passed" else "fail",
               "message": clean(r["reason"]), "score": int(r["points"]), "max_score": int(r["max_points"])}
              for r in graded]
     failed_to_grade = not graded or any(r["status"] == "grader_error" for r in rows)
@@ -252,13 +266,23 @@ def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | No
     most = sum(int(r["max_points"]) for r in rows) if most is None else most
     lines = [f"# Feedback: {shown(title)}", "", f"**{points} of {most} points.**", ""]
     lines += [f"- {shown(note)}" for note in notes] + ([""] if notes else [])
+    if any(not_counted(r) for r in rows):
+        lines += ["Tasks marked \"not counted\" (practice, unless your instructor says otherwise) are checked "
+                  "for you to learn from; they are not part of the points.", ""]
     for r in rows:
         heading = "the notebook" if about_notebook(r) else shown(r["task"])
+        score = "not counted" if not_counted(r) else f"{r['points']}/{r['max_points']}"
         reason = clean(r["reason"])
         fence = "`" * max(3, longest_run_of_backticks(reason) + 1)
-        lines += [f"## {heading}: {shown(r['status'])} ({r['points']}/{r['max_points']})", "", fence, reason, fence,
-                  ""]
+        lines += [f"## {heading}: {shown(r['status'])} ({score})", "", fence, *reason_lines(reason), fence, ""]
     return "\n".join(lines + explanation_section(explanation))
+
+
+def reason_lines(reason: str) -> list[str]:
+    """A reason as lines: its summary, then its evidence indented, whether it comes from the run (its lines)
+    or from a grades CSV (--resume, merge: the lines joined by " | ", ``rows.one_line``)."""
+    parts = [part.strip() for part in re.split(r"\n| \| ", reason) if part.strip()]
+    return parts[:1] + [f"   {part}" for part in parts[1:]]
 
 
 # What the feedback says of the learner's answer to the explanation question, by its status.

@@ -149,19 +149,20 @@ def missing_line(expected: str | None, table: dict | None) -> dict:
 
 
 def chapter_points(args) -> int:
-    """--chapter's points (0 without it): the most of a notebook's one row."""
-    return assignment.chapter_points(args.chapter) if args.chapter else 0
+    """--chapter's points as the grade counts them (0 without it): the most of a notebook's one row."""
+    return assignment.chapter_points(args.chapter, args.scheme) if args.chapter else 0
 
 
 def most_points(args, rows: list[Row]) -> int:
     """The assignment's points: its chapter's with --chapter, else the most a graded submission can get."""
-    return exports.assignment_max(rows, assignment.chapter_points(args.chapter) if args.chapter else None)
+    return exports.assignment_max(rows, chapter_points(args) if args.chapter else None)
 
 
 def write_grades(args, rows: list[Row], roster: rosters.Roster | None) -> list[Row]:
     """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
     each submission's tasks in order), so that merged shards give exactly what one run writes."""
-    rows = sorted(for_assignment(rows, args.chapter, chapter_points(args)), key=lambda r: r["submission"])
+    rows = args.scheme.counted(for_assignment(rows, args.chapter, chapter_points(args)))
+    rows = sorted(rows, key=lambda r: r["submission"])
     most = most_points(args, rows)
     if roster is None:
         write_csv(args.out, FIELDS, rows)

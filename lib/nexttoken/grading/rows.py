@@ -135,6 +135,11 @@ def about_notebook(row: Row) -> bool:
     return row["task"] == NOTEBOOK
 
 
+def not_counted(row: Row) -> bool:
+    """Whether the row is a task the grade does not count (a practice task by default: 0 of 0 points)."""
+    return not about_notebook(row) and int(row["max_points"]) == 0
+
+
 def clean(value) -> str:
     """The one escaping of everything a submission writes (reasons, library_calls, file names, answers),
     before any CSV, feedback file, results.json or terminal line: every character a terminal acts on or
