@@ -41,7 +41,7 @@ def write_roster(tmp_path, text):
 def test_the_roster_needs_its_columns_and_unique_ids(tmp_path):
     with pytest.raises(rosters.RosterError, match="needs the columns file, student_id, name .missing: student_id"):
         rosters.read_roster(write_roster(tmp_path, "file,name\nx.ipynb,X\n"))
-    with pytest.raises(rosters.RosterError, match="line 3: student_id 'a1' twice"):
+    with pytest.raises(rosters.RosterError, match="lines 2 and 3: student_id 'a1' twice"):
         rosters.read_roster(write_roster(tmp_path, "file,student_id,name\nx,a1,X\ny,a1,Y\n"))
     with pytest.raises(rosters.RosterError, match="line 2: file and student_id must not be empty"):
         rosters.read_roster(write_roster(tmp_path, "file,student_id,name\n,a1,X\n"))

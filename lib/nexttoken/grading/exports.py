@@ -133,14 +133,23 @@ def student_gradebook(rows: list[dict], roster: Roster, most: int = 0) -> tuple[
     return header, book
 
 
+def unplaced(rows: list[dict], roster: Roster) -> list[str]:
+    """The files of the rows that are no roster student's (no line names them, or several do)."""
+    _, status = match(list(dict.fromkeys(r["submission"] for r in rows)), roster)
+    return [name for name, why in status.items() if why not in ("matched", "duplicate_submission")]
+
+
 def canvas(rows: list[dict], roster: Roster, assignment: str) -> tuple[list[str], list[dict]]:
     """Canvas's gradebook import: Student, ID, SIS User ID, SIS Login ID, Section, and the assignment's
-    column, named as Canvas exports it ("NAME (ID)"), holding each student's total points."""
-    lines = []
+    column, named as Canvas exports it ("NAME (ID)"), holding each student's total points. A student with
+    no file gets 0 only where every file of the batch is placed on the roster; while one is not (it may be
+    theirs), a blank, which Canvas's import leaves as it was."""
+    lines, blank = [], bool(unplaced(rows, roster))
     for result in results(rows, roster, 0)[0]:
         s = result.student
+        points = "" if blank and result.counted is None else result.total
         lines.append({"Student": s["name"], "ID": s["canvas_id"], "SIS User ID": s["sis_user_id"] or s["student_id"],
-                      "SIS Login ID": s["sis_login_id"], "Section": s["section"], assignment: result.total})
+                      "SIS Login ID": s["sis_login_id"], "Section": s["section"], assignment: points})
     return ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment], lines
 
 

@@ -195,6 +195,13 @@ def report_roster(args, rows: list[Row], roster: rosters.Roster) -> int:
         print("  " + shown(": ".join(part for part in parts if part)), file=sys.stderr)
     if len(found) > 20:
         print(f"  ... and {len(found) - 20} more", file=sys.stderr)
+    lost = exports.unplaced(rows, roster)
+    if lost and args.canvas is not None:
+        without = sum(r.counted is None for r in exports.results(rows, roster, 0)[0])
+        print(f"{counted(len(lost), 'file')} could not be placed on the roster, so the {counted(without, 'student')} "
+              f"with no file get a blank in {shown(args.canvas)}, not 0 (Canvas leaves a blank grade as it was): "
+              "place every file (correct the roster) and run python -m nexttoken.grade merge again with it",
+              file=sys.stderr)
     return len(found)
 
 

@@ -1,12 +1,16 @@
-"""The roster: the class as a CSV (one line per student, with the ``file`` name or pattern of their
-notebook), read and checked once, and matched to the submissions' file names. Every export keyed by
-student (grades.csv's and the explanations' identity columns, the gradebook, Canvas, Gradescope, the
-feedback files) is made from ``match``: a file is a student's only where exactly one roster line names it.
+"""The roster: the class as a CSV, read and checked once, and matched to the submissions' file names. Two
+forms are read: the course's own (one line per student, with the ``file`` name or pattern of their notebook)
+and Canvas's gradebook export as Canvas writes it (``CANVAS_COLUMNS``), whose students are matched to the
+files of Canvas's "Download Submissions" by the Canvas user id in each file's name (``canvas_user_id``).
+Every export keyed by student (grades.csv's and the explanations' identity columns, the gradebook, Canvas,
+Gradescope, the feedback files) is made from ``match``: a file is a student's only where exactly one roster
+line names it.
 """
 
 import csv
 import difflib
 import fnmatch
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,16 +38,29 @@ def folded(text: str, ignore_case: bool = False) -> str:
 
 @dataclass
 class Roster:
-    """The class: one dict per student (REQUIRED and OPTIONAL columns), and how names are compared."""
+    """The class: one dict per student (REQUIRED and OPTIONAL columns), how names are compared, and whether
+    it is Canvas's gradebook export (files then matched by the Canvas user id in their names)."""
     students: list[dict] = field(default_factory=list)
     ignore_case: bool = False
+    canvas: bool = False
 
     def __iter__(self):
         return iter(self.students)
 
 
+# Canvas's gradebook export (Grades > Export): these columns, then one per assignment ("NAME (ID)"); its
+# second line is "Points Possible", and a course has a "Student, Test" (Student View's test student).
+CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+CANVAS_NOT_STUDENTS = ("Points Possible", "Student, Test")
+# Canvas's "Download Submissions" names each file lastfirst[_LATE]_<user id>_<submission id>_<own name>.
+CANVAS_DOWNLOAD = re.compile(r"[^_]+(?:_LATE)?_(?P<user>\d+)_(?P<submission>\d+)_.+")
+# Ids an LMS keys its rows by: one of them twice would put one student's grade on two rows, or two on one.
+UNIQUE = ("student_id", "canvas_id", "sis_user_id", "sis_login_id", "email")
+
+
 def read_roster(path: Path, ignore_case: bool = False) -> Roster:
-    """The roster's students, each a dict of REQUIRED and OPTIONAL columns (missing optional ones: "")."""
+    """The roster's students, each a dict of REQUIRED and OPTIONAL columns (missing optional ones: ""),
+    from the course's own form or Canvas's gradebook export."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's BOM is no column
             reader = csv.DictReader(f)
@@ -51,24 +68,73 @@ def read_roster(path: Path, ignore_case: bool = False) -> Roster:
             students = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise RosterError(f"--roster: cannot read {path} ({type(exc).__name__}: {exc})") from None
+    canvas = all(c in columns for c in CANVAS_COLUMNS) and "file" not in columns
+    if canvas:
+        students = canvas_students(path, students)
     missing = [c for c in REQUIRED if c not in columns]
-    if missing:
+    if missing and not canvas:
         raise RosterError(f"--roster: {path} needs the columns {', '.join(REQUIRED)} (missing: "
-                          f"{', '.join(missing)}; it has {', '.join(columns) or 'none'})")
-    seen = set()
+                          f"{', '.join(missing)}; it has {', '.join(columns) or 'none'}), or to be Canvas's "
+                          f"gradebook export as Canvas writes it (the columns {', '.join(CANVAS_COLUMNS)}, ...)")
     for line, student in enumerate(students, start=2):
         if not (student.get("file") or "").strip() or not (student.get("student_id") or "").strip():
-            raise RosterError(f"--roster: {path} line {line}: file and student_id must not be empty")
-        sid = folded(student["student_id"].strip(), ignore_case)  # ids that only look different are one
-        if sid in seen:
-            raise RosterError(f"--roster: {path} line {line}: student_id {student['student_id']!r} twice")
-        seen.add(sid)
-    return Roster([{c: (s.get(c) or "").strip() for c in (*REQUIRED, *OPTIONAL)} for s in students], ignore_case)
+            raise RosterError(f"--roster: {path} line {student.get('line', line)}: file and student_id must not "
+                              "be empty")
+    check_unique(path, students, ignore_case)
+    return Roster([{c: (s.get(c) or "").strip() for c in (*REQUIRED, *OPTIONAL)} for s in students], ignore_case,
+                  canvas)
+
+
+def canvas_students(path: Path, lines: list[dict]) -> list[dict]:
+    """The students of Canvas's gradebook export, in the roster's columns: student_id is the SIS User ID
+    (Canvas's user id where there is none), file the pattern of their downloads' names (matched by user id:
+    ``canvas_user_id``); the "Points Possible" line and the test student left out."""
+    students = []
+    for line, row in enumerate(lines, start=2):
+        name = (row.get("Student") or "").strip()
+        if name in CANVAS_NOT_STUDENTS:
+            continue
+        user = (row.get("ID") or "").strip()
+        if not user.isdigit():
+            raise RosterError(f"--roster: {path} line {line}: Canvas's export gives {name or 'a student'} no "
+                              f"user id (ID {user!r}): export the gradebook again from Canvas")
+        students.append({"file": f"*_{user}_*", "student_id": (row.get("SIS User ID") or "").strip() or user,
+                         "name": name, "section": row.get("Section") or "", "canvas_id": user,
+                         "sis_user_id": row.get("SIS User ID") or "", "sis_login_id": row.get("SIS Login ID") or "",
+                         "line": line})
+    return students
+
+
+def check_unique(path: Path, students: list[dict], ignore_case: bool) -> None:
+    """Refuses a roster where an id an LMS keys by (``UNIQUE``) is on two lines, naming both."""
+    for column in UNIQUE:
+        seen: dict[str, int] = {}
+        for line, student in enumerate(students, start=2):
+            value = (student.get(column) or "").strip()
+            if not value:
+                continue
+            key = folded(value, ignore_case or column == "email")  # ids that only look different are one
+            line = student.get("line", line)
+            if key in seen:
+                raise RosterError(f"--roster: {path} lines {seen[key]} and {line}: {column} {value!r} twice (one "
+                                  "id, two students: every export would give one of them the other's grade)")
+            seen[key] = line
+
+
+def canvas_user_id(base: str) -> str | None:
+    """The Canvas user id in the name Canvas's "Download Submissions" gives a file, or None."""
+    found = CANVAS_DOWNLOAD.fullmatch(base)
+    return found["user"] if found else None
 
 
 def owners(names: list[str], roster: Roster) -> dict[str, list[dict]]:
     """For each submission (its name as in the CSV), the roster students whose ``file`` matches its
-    file name (a pattern, as fnmatch reads it), both compared as ``folded`` says."""
+    file name (a pattern, as fnmatch reads it), both compared as ``folded`` says; for Canvas's export, the
+    student whose Canvas user id the file's name holds."""
+    if roster.canvas:
+        by_user = {s["canvas_id"]: s for s in roster}
+        return {name: [by_user[user]] if (user := canvas_user_id(Path(name).name)) in by_user else []
+                for name in names}
     patterns = [(folded(s["file"], roster.ignore_case), s) for s in roster]
     found = {}
     for name in names:
@@ -95,10 +161,40 @@ def match(names: list[str], roster: Roster) -> tuple[dict[str, list[str]], dict[
     return files_of, status
 
 
+def name_words(text: str) -> list[str]:
+    """The words of a person's or a file's name, as compared: case-folded, accents dropped ("Éva" -> "eva")."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return re.findall(r"[^\W\d_]+", plain.casefold())
+
+
+def named_after(base: str, roster: Roster) -> dict | None:
+    """The one roster student whose name a file's name holds (every word of it, in any order, or squashed
+    together as Canvas writes it: "ivanovadaria"), or None (none, or several)."""
+    words = name_words(Path(base).stem)
+    squashed = "".join(words)
+    found = []
+    for s in roster:
+        theirs = name_words(s["name"])
+        if len(theirs) >= 2 and (set(theirs) <= set(words) or "".join(theirs) in squashed
+                                 or "".join(reversed(theirs)) in squashed):
+            found.append(s)
+    return found[0] if len(found) == 1 else None
+
+
 def no_entry_detail(name: str, roster: Roster) -> str:
-    """What the problems file says of a file no roster line names: what the roster has near it, and what
-    to do."""
+    """What the problems file says of a file no roster line names: what the roster has near it (by pattern,
+    by id, by the student's name), and what to do."""
     base = Path(name).name
+    by_name = named_after(base, roster)
+    who = f"{by_name['name']} ({by_name['student_id']})" if by_name else ""
+    if roster.canvas:
+        user = canvas_user_id(base)
+        said = (f"{base} is not named as Canvas's Download Submissions names a file (lastfirst_<user id>_"
+                f"<submission id>_<file>)" if user is None else
+                f"{base} holds Canvas user id {user}, which no line of the gradebook export has (a student who "
+                "joined after it was exported? export it again)")
+        return (f"{said}{f'; by its name it is {who}' if who else ''}: counted for no student; give the file "
+                "its Canvas name, or merge this grades CSV with a roster of the course's own form that names it")
     by_case = [s for s in roster if fnmatch.fnmatchcase(folded(base, True), folded(s["file"], True))]
     if by_case and not roster.ignore_case:
         return (f"{base} matches {by_case[0]['student_id']}'s roster file {by_case[0]['file']!r} but for upper and "
@@ -115,6 +211,8 @@ def no_entry_detail(name: str, roster: Roster) -> str:
     files = {stem(s["file"]): s for s in roster}
     near = difflib.get_close_matches(stem(base), list(files), n=1, cutoff=0.6)
     nearest = f"; the nearest is {files[near[0]]['file']!r} ({files[near[0]]['student_id']})" if near else ""
+    if by_name:
+        nearest = f"; by its name it is {who}, whose roster file is {by_name['file']!r}" + nearest
     return (f"no line of the roster's {len(roster.students)} matches {base} in its file column (a file name or a "
             f"pattern such as s12_*.ipynb){nearest}: counted for no student; add or correct its student's line "
             "and run again (or merge this grades CSV with the corrected --roster)")
