@@ -1423,3 +1423,29 @@ def test_the_grading_class_report_opens_offline_with_its_plots(browser, tmp_path
     assert len(drawn) == 4 + 3 and all(a > 0 for a in drawn)  # a bar for 0 to 3 points, a pass rate per task
     assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+@pytest.mark.browser
+def test_the_class_reports_reteach_list_shows_wrong_apart_from_unattempted_and_the_copies(browser, tmp_path):
+    """The report opened in a browser: its reteach list holds the mistakes of those who attempted a task
+    (not the stubs left unwritten, which are under "Not attempted"), and the identical notebooks are named."""
+    from nexttoken.exercises import chapter
+    from nexttoken.grading import report, rows as graded
+
+    core = f"ch05.{chapter('ch05').CORE[0]}"
+    wrong, stub = "your loop appended the token before it scored it", "still raises NotImplementedError"
+    rows = [graded.task_row(f"s{i}.ipynb", core, 0, 1, *(("failed", wrong) if i < 2 else ("not_implemented", stub)))
+            for i in range(4)]
+    explained = [dict(submission=f"s{i}.ipynb", chapter="ch05", status="no_answer", answer="",
+                      notebook_sha256="same" if i in (0, 3) else str(i)) for i in range(4)]
+    path = tmp_path / "g-report.html"
+    path.write_text(report.page("Chapter 5 (42)", rows, 1, explained, tmp_path / "g-explanations.csv"),
+                    encoding="utf-8")
+    browser.get(path.as_uri())
+    text = browser.execute_script
+    reteach = text("return document.getElementById('reteach').innerText")
+    assert f"2 of 2 submissions who attempted {core} (core): {wrong}" in reteach and "NotImplemented" not in reteach
+    not_attempted = text("return document.getElementById('not-attempted').nextElementSibling.innerText")
+    assert f"{core} (core): 2 of 4" in not_attempted
+    assert text("return document.getElementById('same-bytes').innerText").strip() == "s0.ipynb, s3.ipynb"
+    assert text("return document.querySelector('h1').innerText") == "Class report: Chapter 5 (42)"

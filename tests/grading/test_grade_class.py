@@ -154,11 +154,12 @@ def test_the_class_report_shows_pass_rates_named_mistakes_points_and_the_answers
     path = tmp_path / "grades-report.html"
     assert path.stat().st_mode & 0o777 == 0o600
     page = path.read_text(encoding="utf-8")
-    assert 'ch05.q1</td><td class="rate">2 of 5 (40%)' in page and 'ch05.q3</td><td class="rate">5 of 5 (100%)' in page
+    assert 'ch05.q1</td><td>practice</td><td class="rate">2 of 5 (40%)' in page
+    assert 'ch05.q3</td><td>practice</td><td class="rate">5 of 5 (100%)' in page
     assert f'<span class="count">2</span> {html.escape(OFF_BY_ONE)}</li>' in page  # the feedback's own name
     assert '<span class="count">1</span> the output has the wrong shape</li>' in page
-    most_failed = re.search(r'<ol id="most-failed">(.*?)</ol>', page).group(1)
-    assert re.findall(r'href="#task-(ch05\.q\d)"', most_failed) == ["ch05.q1", "ch05.q2"]
+    reteach = re.search(r'<ol id="reteach">(.*?)</ol>', page).group(1)  # the core task first, then by count
+    assert re.findall(r'href="#task-(ch05\.q\d)"', reteach) == ["ch05.q2", "ch05.q1", "ch05.q1"]
     assert "<svg" in page and "submissions by points" in page  # the histogram: 3 of 5 points: 2, 4: 1, 5: 2
     bars = re.findall(r'<text x="[\d.]+" y="[\d.]+" text-anchor="middle">(\d+)</text>', page)
     assert bars[0::2] == ["0", "0", "0", "1", "2", "2"] and bars[1::2] == ["0", "1", "2", "3", "4", "5"]

@@ -6,6 +6,7 @@ killed loses nothing it graded, and --resume goes on from there. The exports fol
 """
 
 import argparse
+import hashlib
 import queue
 import shutil
 import sys
@@ -68,7 +69,7 @@ def grade_one(batch: Batch, name: str) -> list[Row]:
     try:
         data, problem = batch.snapshots.read(name)
         if problem is None:
-            batch.answers[name] = read.answer(data)
+            batch.answers[name] = answer_of(data)
         recording = run_submission(data, batch.settings, slot) if problem is None else None
         return rows.submission_rows(name, problem, recording, batch.settings)
     except Exception as exc:  # a grader bug must not cost the other submissions their grades
@@ -82,7 +83,7 @@ def save(batch: Batch) -> None:
     args = batch.args
     rows = batch.previous + [r for name in batch.todo if name in batch.graded for r in batch.graded[name]]
     try:
-        batch.rows, batch.saved = outputs.write_grades(args, rows, batch.roster), True
+        batch.rows, batch.saved = outputs.write_grades(args, rows, batch.roster, batch.answers), True
     except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
         print(f"WARNING: could not write {shown(args.out)}: {shown(exc)}", file=sys.stderr)
         batch.rows, batch.saved = rows, False
@@ -152,8 +153,8 @@ def run(args, settings: Settings, roster: Roster | None) -> int:
         return 1
     try:
         outputs.write_exports(args, batch.rows, roster, batch.answers)
-        problems = outputs.report_roster(args, batch.rows, roster) if roster is not None else None
-        page = outputs.write_report(args, batch.rows, batch.answers)
+        problems = outputs.report_roster(args, batch.rows, roster, batch.answers) if roster is not None else None
+        page = outputs.write_report(args, batch.rows, batch.answers, roster)
     except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
         print(f"python -m nexttoken.grade: the exports could not be written: {shown(exc)}", file=sys.stderr)
         return 1
@@ -248,5 +249,11 @@ def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int
         if name in paths:
             data, problem = read.read_submission(paths[name], max_bytes)
             if problem is None:
-                answers[name] = read.answer(data)
+                answers[name] = answer_of(data)
     return answers
+
+
+def answer_of(data: bytes) -> dict:
+    """A submission's explanation answer (``read.answer``) and its bytes' digest, which the explanations CSV
+    and the class report show, so that notebooks of the same bytes are seen, in one run or in shards merged."""
+    return {**read.answer(data), "notebook_sha256": hashlib.sha256(data).hexdigest()}

@@ -56,12 +56,12 @@ def merge(argv) -> int:
     if refused is not None:
         print(f"python -m nexttoken.grade merge: {refused}; nothing was written", file=sys.stderr)
         return 2
-    rows = outputs.write_grades(args, rows, roster)
+    rows = outputs.write_grades(args, rows, roster, answers)
     outputs.write_explanations(args, rows, answers, roster)
     outputs.write_exports(args, rows, roster, answers)
     if roster is not None:
-        outputs.report_roster(args, rows, roster)
-    page = outputs.write_report(args, rows, answers)
+        outputs.report_roster(args, rows, roster, answers)
+    page = outputs.write_report(args, rows, answers, roster)
     print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, "
           f"{counted(len(rows), 'row')}, into {shown(args.out)}; the class report: {shown(page)}")
     return 0

@@ -70,16 +70,18 @@ class Result:
                 "your instructor has been told" for f in self.files if f != self.counted]
 
 
-def results(rows: list[dict], roster: Roster, most: int) -> tuple[list[Result], dict]:
+def results(rows: list[dict], roster: Roster, most: int,
+            answered: frozenset = frozenset()) -> tuple[list[Result], dict]:
     """One Result per roster student, in the roster's order, and the (points, max_points) per file. Of a
-    student's several files the one with more points counts: a second file (someone else's, named to
-    match) can never lower a student's total; it is reported (``problems``) for the instructor."""
+    student's several files one counts, by one rule: the most points, then an answered explanation
+    (``answered``: the files whose answer was found), then the file whose name sorts first. A second file
+    (someone else's, named to match) can never lower a student's total; it is reported (``problems``)."""
     grouped, sums = per_submission(rows), totals(rows)
     files_of, _ = match(list(grouped), roster)
     out = []
     for s in roster:
         files = files_of[s["student_id"]]
-        counted = max(files, key=lambda f: sums[f][0]) if files else None
+        counted = min(files, key=lambda f: (-sums[f][0], f not in answered, f)) if files else None
         total, top = sums[counted] if counted else (0, most)
         out.append(Result(s, files, counted, grouped.get(counted, []), total, top))
     return out, sums
@@ -116,12 +118,13 @@ def gradebook(rows: list[Row]) -> tuple[list[str], list[dict]]:
     return ["submission", *task_names(rows), "total", "max_points"], list(book.values())
 
 
-def student_gradebook(rows: list[dict], roster: Roster, most: int = 0) -> tuple[list[str], list[dict]]:
+def student_gradebook(rows: list[dict], roster: Roster, most: int = 0,
+                      answered: frozenset = frozenset()) -> tuple[list[str], list[dict]]:
     """One row per roster student: the submission counted (of two, the one with more points: both are
     named and the status says duplicate_submission), each task's points, total and max_points (for a
     student with no file: 0 of the assignment's ``most``, missing_submission)."""
     book = []
-    for result in results(rows, roster, most)[0]:
+    for result in results(rows, roster, most, answered)[0]:
         s = result.student
         entry = {"student_id": s["student_id"], "name": s["name"], "email": s["email"], "section": s["section"],
                  "submission": " + ".join(result.files), "total": result.total, "max_points": result.max_points,
@@ -153,14 +156,14 @@ def canvas(rows: list[dict], roster: Roster, assignment: str) -> tuple[list[str]
     return ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment], lines
 
 
-def problems(rows: list[dict], roster: Roster) -> list[dict]:
+def problems(rows: list[dict], roster: Roster, answered: frozenset = frozenset()) -> list[dict]:
     """What the instructor must look at (PROBLEM_FIELDS): a file no roster line names or several do, each
     file of a student with more than one (which one counted), and each student with none."""
     _, status = match(list(dict.fromkeys(r["submission"] for r in rows)), roster)
     found = [dict(problem=why.split(":")[0], student_id="", name="", submission=name,
                   detail=no_entry_detail(name, roster) if why == "no_roster_entry" else why)
              for name, why in status.items() if why not in ("matched", "duplicate_submission")]
-    for result in results(rows, roster, 0)[0]:
+    for result in results(rows, roster, 0, answered)[0]:
         s = result.student
         for r in rows:  # a file of another chapter's notebook: graded 0, easy to miss among the totals
             if r["status"] == "wrong_chapter" and r["submission"] in result.files:
@@ -205,11 +208,13 @@ def file_keys(names: list[str]) -> dict[str, str]:
     return safe_stems({name: Path(name).stem for name in names})
 
 
-def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dict | None = None) -> dict:
+def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dict | None = None,
+                       others: list[dict] = ()) -> dict:
     """One submission's rows in Gradescope's autograder format (results.json); ``notes`` (a missing or a
     second submission) are said at the top, where the student looks. ``explanation`` (a row of the
     explanations CSV) becomes a last test of 0 points, hidden from the student: the answer to mark, the
-    question and the rubric (``explanation_test``)."""
+    question and the rubric (``explanation_test``); ``others``, the explanations of the student's files that
+    did not count, follow it, each named by its file, so the instructor marks knowing every one."""
     tests = [{"name": task_column(r), "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
               "output": clean(f"{r['status']}: {r['reason']}"), "visibility": "visible"}
@@ -217,6 +222,11 @@ def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dic
     said = [clean(f"{r['status']}: {r['reason']}") for r in rows if about_notebook(r)] + [clean(n) for n in notes]
     if explanation is not None and explanation.get("chapter"):
         tests.append(explanation_test(explanation, len(tests) + 1))
+    for other in others:
+        if other.get("chapter"):
+            test = explanation_test(other, len(tests) + 1)
+            tests.append({**test, "name": f"{test['name']}, in {shown(Path(other['submission']).name)}: "
+                                          "another file of yours, not counted"})
     result = {"score": sum(int(r["points"]) for r in rows), "tests": tests}
     if said:
         result["output"] = "\n".join(said)
@@ -338,10 +348,18 @@ def per_file(rows: list[dict], roster: Roster | None, most: int,
         return [(keys[name], gradescope_results(mine, (), explained.get(name)),
                  feedback(code_span(Path(name).name), mine, explanation=explained.get(name)))
                 for name, mine in grouped.items()]
-    found, sums = results(rows, roster, most)
+    found, sums = results(rows, roster, most, answered_files(explained))
     keys = student_keys(roster)
-    return [(keys[r.student["student_id"]], gradescope_results(r.rows, r.notes(sums), explained.get(r.counted)),
+    return [(keys[r.student["student_id"]],
+             gradescope_results(r.rows, r.notes(sums), explained.get(r.counted),
+                                [explained[f] for f in r.files if f != r.counted and f in explained]),
              student_feedback(r, sums, explained.get(r.counted))) for r in found]
+
+
+def answered_files(explained: dict[str, dict]) -> frozenset:
+    """The files whose explanation answer was found (``explained``: the explanations' answers, or the
+    explanations CSV's rows, by file): of a student's files of equal points, one of these counts."""
+    return frozenset(name for name, e in explained.items() if e.get("status") in ("answered", "cut"))
 
 
 def per_submission(rows: list[dict]) -> dict[str, list[dict]]:

@@ -26,7 +26,10 @@ from .rosters import IDENTITY
 from .rows import FIELDS, Row, about_notebook, clean, escape, for_assignment, one_line, unescape, shown
 
 # The explanations' CSV: the answer after the question and the rubric, as in every export.
-EXPLANATION_FIELDS = ["submission", "chapter", "status", "question", "rubric", "points_possible", "answer", "points"]
+# notebook_sha256: the notebook's bytes' digest, which shows the instructor notebooks of the same bytes.
+EXPLANATION_FIELDS = ["submission", "chapter", "status", "question", "rubric", "points_possible", "answer", "points",
+                      "notebook_sha256"]
+BEFORE_DIGESTS = EXPLANATION_FIELDS[:-1]  # older
 ANSWER_FIRST = ["submission", "chapter", "status", "answer", "question", "rubric", "points_possible", "points"]  # older
 WITHHELD = "not in this build (a student build leaves the rubric out): export with the full package"
 # status: answered, cut (longer than read.MAX_ANSWER), no_answer (empty, or the placeholder untouched),
@@ -97,12 +100,13 @@ def read_previous(path: Path) -> list[Row]:
 
 
 def read_answers(path: Path) -> dict[str, dict]:
-    """{submission: {"status", "answer", "points"}} of an earlier run's explanations CSV (for --resume and
-    merge). Missing file: {}."""
+    """{submission: {"status", "answer", "points", "notebook_sha256"}} of an earlier run's explanations CSV
+    (for --resume and merge; an older one has no digests: ""). Missing file: {}."""
     if not path.exists():
         return {}
-    columns = [EXPLANATION_FIELDS, IDENTITY + EXPLANATION_FIELDS, ANSWER_FIRST, IDENTITY + ANSWER_FIRST]
-    return {r["submission"]: {k: r[k] for k in ("status", "answer", "points")}
+    columns = [layout for fields in (EXPLANATION_FIELDS, BEFORE_DIGESTS, ANSWER_FIRST)
+               for layout in (fields, IDENTITY + fields)]
+    return {r["submission"]: {k: r.get(k, "") for k in ("status", "answer", "points", "notebook_sha256")}
             for r in read_csv(path, "an explanations CSV", columns)}
 
 
@@ -137,15 +141,17 @@ def explanation_rows(rows: list[Row], answers: dict[str, dict], expected: str | 
             status, answer = got["status"], got["answer"]
         else:
             status, answer = mine[0]["status"], ""
+        mine_answer = answers.get(name, {})
         out.append({"submission": name, "chapter": chapter, "status": status, "answer": answer,
-                    **question_columns(chapter, table), "points": answers.get(name, {}).get("points", "")})
+                    **question_columns(chapter, table), "points": mine_answer.get("points", ""),
+                    "notebook_sha256": mine_answer.get("notebook_sha256", "")})
     return out
 
 
 def missing_line(expected: str | None, table: dict | None) -> dict:
     """The explanations' line of a roster student with no file: no answer, the assignment's question."""
     return {"submission": "-", "chapter": expected or "", "status": "missing_submission", "answer": "",
-            **question_columns(expected or "", table), "points": ""}
+            **question_columns(expected or "", table), "points": "", "notebook_sha256": ""}
 
 
 def chapter_points(args) -> int:
@@ -158,9 +164,11 @@ def most_points(args, rows: list[Row]) -> int:
     return exports.assignment_max(rows, chapter_points(args) if args.chapter else None)
 
 
-def write_grades(args, rows: list[Row], roster: rosters.Roster | None) -> list[Row]:
+def write_grades(args, rows: list[Row], roster: rosters.Roster | None,
+                 answers: dict[str, dict] | None = None) -> list[Row]:
     """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
-    each submission's tasks in order), so that merged shards give exactly what one run writes."""
+    each submission's tasks in order), so that merged shards give exactly what one run writes. ``answers``
+    (the explanations' answers by file) decide which of a student's files of equal points counts."""
     rows = args.scheme.counted(for_assignment(rows, args.chapter, chapter_points(args)))
     rows = sorted(rows, key=lambda r: r["submission"])
     most = most_points(args, rows)
@@ -169,8 +177,9 @@ def write_grades(args, rows: list[Row], roster: rosters.Roster | None) -> list[R
     else:
         write_csv(args.out, FIELDS + rosters.IDENTITY, exports.with_identity(rows, roster, most))
     if args.gradebook is not None:
+        answered = exports.answered_files(answers or {})
         write_csv(args.gradebook, *(exports.gradebook(rows) if roster is None else
-                                    exports.student_gradebook(rows, roster, most)))
+                                    exports.student_gradebook(rows, roster, most, answered)))
     return rows
 
 
@@ -179,10 +188,10 @@ def problems_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}-problems.csv")
 
 
-def report_roster(args, rows: list[Row], roster: rosters.Roster) -> int:
+def report_roster(args, rows: list[Row], roster: rosters.Roster, answers: dict[str, dict] | None = None) -> int:
     """Every roster problem in the problems file, and on stderr their counts and the first few, named;
     returns how many there are."""
-    found = exports.problems(rows, roster)
+    found = exports.problems(rows, roster, exports.answered_files(answers or {}))
     write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
     counts = Counter(p["problem"] for p in found)
     said = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
@@ -235,11 +244,21 @@ def write_exports(args, rows: list[Row], roster: rosters.Roster | None, answers:
             write_text(args.feedback / f"{stem}.md", feedback)
 
 
-def write_report(args, rows: list[Row], answers: dict[str, dict]) -> Path:
+def write_report(args, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None = None) -> Path:
     """The class report next to --out (grades.csv: grades-report.html; ``report``), from the rows as
-    grades.csv holds them; returns its path."""
+    grades.csv holds them: with a roster, one learner a student (their counted file), the roster's missing,
+    unplaced and superseded files listed; titled by the assignment (--assignment, else --chapter); returns
+    its path."""
     path = report.report_path(args.out)
     explained = explanation_rows(rows, answers, args.chapter)
-    write_text(path, report.page(args.out.name, rows, most_points(args, rows), explained,
-                                         explanations_path(args.out)))
+    title = args.assignment or (f"{args.chapter} ({args.out.name})" if args.chapter else args.out.name)
+    learners, listed = rows, None
+    if roster is not None:
+        found = exports.results(rows, roster, 0, exports.answered_files(answers))[0]
+        learners = [r for result in found for r in result.rows]
+        listed = {"missing": [f"{r.student['name']} ({r.student['student_id']})" for r in found if r.counted is None],
+                  "unplaced": exports.unplaced(rows, roster),
+                  "superseded": [f for r in found for f in r.files if f != r.counted]}
+    write_text(path, report.page(title, learners, most_points(args, rows), explained, explanations_path(args.out),
+                                 args.scheme.describe(), listed))
     return path
