@@ -19,5 +19,7 @@ echo "trusting the course's $(echo "$notebooks" | wc -l) notebooks (jupyter trus
 # shellcheck disable=SC2086
 .venv/bin/jupyter trust $notebooks >/dev/null
 # JupyterLab opens the first path among its arguments: the caller's, else chapter 1; its file browser shows the
-# repository (given a file, JupyterLab would otherwise show that file's folder only).
-exec .venv/bin/jupyter lab "${root[@]}" --ServerApp.root_dir="$PWD" "$@" chapters/01_chain_rule.ipynb
+# repository (given a file, JupyterLab would otherwise show that file's folder only). LabApp.default_url is the
+# page the URL it prints leads to (with --no-browser, the one a learner copies): chapter 1 too, not the Launcher.
+exec .venv/bin/jupyter lab "${root[@]}" --ServerApp.root_dir="$PWD" \
+  --LabApp.default_url=/lab/tree/chapters/01_chain_rule.ipynb "$@" chapters/01_chain_rule.ipynb

@@ -261,13 +261,15 @@ def test_lab_sh_opens_jupyterlab_at_chapter_one(tmp_path):
     runtime = tmp_path / "runtime"
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "JUPYTER_DATA_DIR": str(tmp_path / "data"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config")}  # trust's database, settings: none of the user's
-    lab = subprocess.Popen(["bash", "scripts/lab.sh", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1"],
-                           cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "lab.log"
+    with open(log, "w") as printed:
+        lab = subprocess.Popen(["bash", "scripts/lab.sh", "--no-browser", f"--port={port}",
+                                "--ServerApp.ip=127.0.0.1"], cwd=ROOT, env=env, stdout=printed, stderr=printed)
     pages = {}
     try:
         for _ in range(120):
             pages = {p.name: p.read_text() for p in runtime.glob("*open.html")} if runtime.is_dir() else {}
-            if len(pages) == 2 or lab.poll() is not None:
+            if (len(pages) == 2 and "?token=" in log.read_text()) or lab.poll() is not None:
                 break
             time.sleep(1)
     finally:
@@ -275,6 +277,8 @@ def test_lab_sh_opens_jupyterlab_at_chapter_one(tmp_path):
         lab.wait(timeout=60)
     opened = [name for name, html in pages.items() if "/lab/tree/chapters/01_chain_rule.ipynb" in html]
     assert opened, f"JupyterLab was not sent to chapter 1: {pages or 'no page written (did it start?)'}"
+    # with --no-browser, the URL it prints (the one a learner copies) leads to chapter 1, not the Launcher
+    assert f"http://127.0.0.1:{port}/lab/tree/chapters/01_chain_rule.ipynb?token=" in log.read_text()
 
 
 @pytest.mark.slow  # about 8 s: imports Jupyter Book (Sphinx and its extensions)

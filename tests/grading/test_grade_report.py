@@ -110,3 +110,16 @@ def test_of_two_files_with_equal_points_the_answered_one_counts_and_both_answers
     hidden = [t for t in tests if t["visibility"] == "hidden"]
     assert len(hidden) == 2 and "| " + SAME_ANSWER in hidden[0]["output"] and "(none)" in hidden[1]["output"]
     assert "bob-a-old.ipynb: another file of yours, not counted" in hidden[1]["name"]
+
+
+def test_a_feedback_file_shows_a_reasons_lines_as_lines_after_a_merge(tmp_path, monkeypatch):
+    """grades.csv holds a reason on one line (its lines joined by " | "); the feedback file, made from it by
+    merge, shows it as the check printed it: the summary, then each line of evidence on its own line."""
+    monkeypatch.chdir(tmp_path)
+    reason = "the output has the wrong shape\n   input:    f(3)\n   expected: (2, 3)\n   got:      (3, 2)"
+    outputs.write_csv(tmp_path / "part.csv", FIELDS, [row("ann.ipynb", CORE, "failed", reason)])
+    assert " | input:    f(3) | " in (tmp_path / "part.csv").read_text()
+    assert cli.main(["merge", "part.csv", "--out", "grades.csv", "--feedback", "fb"]) == 0
+    text = (tmp_path / "fb" / "ann.md").read_text()
+    assert "the output has the wrong shape\n   input:    f(3)\n   expected: (2, 3)\n   got:      (3, 2)\n" in text
+    assert " | " not in text

@@ -48,3 +48,11 @@ def test_every_grading_example_names_its_chapter():
                                           .replace("\\\n", " ")) if "--out" in command]
     assert len(commands) >= 6
     assert [c for c in commands if not re.search(r"--chapter \d", c)] == []
+
+
+@pytest.mark.parametrize("path", ["feedback-fixed/", "gradescope-ho/", "grades-ho.csv", "grades-ho-report.html",
+                                  "canvas-fixed.csv", "roster-canvas.csv", "gradebook-2.csv"])
+def test_the_variants_an_instructor_makes_are_ignored_too(path):
+    """A second run's folder or CSV named after the first (another --held-out run, a corrected roster)."""
+    done = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT)
+    assert done.returncode == 0, f"{path}: git would commit it"
