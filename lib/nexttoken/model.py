@@ -112,8 +112,8 @@ def rotary_angles(positions: torch.Tensor, head_dim: int, theta: float):
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Turn each pair (x_i, x_{i + head_dim/2}) of x (B, heads, T, head_dim) by its angle.
 
-    A query turned by angle(m) and a key turned by angle(n) have a dot product that depends on
-    m - n only: attention sees how far apart two tokens are, not where they are.
+    A query turned by angle(m) and a key turned by angle(n) have a dot product that depends on the two
+    vectors and on m - n: attention sees how far apart two tokens are, not where they are.
     """
     first, second = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-second, first], dim=-1) * sin

@@ -9,6 +9,7 @@ it, so ``import nexttoken`` does not import this module).
   (chapter 3).
 - ``show_batch``: a generated batch as a grid of tokens, each slot coloured as prompt, generated token,
   end-of-sequence (EOS) token or padding (chapter 6).
+- ``show_attention``: one head's attention weights as a heat map, queries down, keys across (chapter 2).
 """
 
 import math
@@ -200,6 +201,26 @@ def show_batch(
         bbox_to_anchor=(0.5, -0.3),
         ncols=4,
     )
+    if own_figure:
+        plt.tight_layout()
+        plt.show()
+
+
+def show_attention(weights: torch.Tensor, labels: Sequence[str], title: str = "", ax=None) -> None:
+    """Draw one head's attention weights ``weights`` (T, T), row i the query at position i and column j
+    the key at position j, as a heat map with a colour bar; ``labels``: the T tokens, for both axes.
+    Draws on ``ax`` if given; otherwise on a new figure, which it shows."""
+    own_figure = ax is None
+    if own_figure:
+        _, ax = plt.subplots(figsize=(5.6, 5.0))
+    T = len(labels)
+    im = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1)
+    ax.set_xticks(range(T), labels, rotation=90)
+    ax.set_yticks(range(T), labels)
+    ax.set_xlabel("key $j$ (looked at)")
+    ax.set_ylabel("query $i$ (looking)")
+    ax.set_title(title)
+    ax.figure.colorbar(im, ax=ax, shrink=0.8, label="attention weight")
     if own_figure:
         plt.tight_layout()
         plt.show()

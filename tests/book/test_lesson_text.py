@@ -2,6 +2,7 @@
 points to its sources, and every notebook's Markdown is plain Markdown that the website, JupyterLab and
 Colab all render (no MyST roles or directives, which Colab and a plain JupyterLab show raw)."""
 
+import math
 import re
 from pathlib import Path
 
@@ -177,7 +178,8 @@ def test_answers_are_folded_details(path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# The clock: intro.md's table and each chapter's first line are what scripts/core_clock.py computes
+# The clocks: what intro.md, README.md, _toc.yml, the instructors' guide and each chapter's first line say is
+# what scripts/core_clock.py computes
 
 
 def core_clock():
@@ -198,31 +200,44 @@ def _notebook(cells, path):
     return path
 
 
-def test_the_clock_counts_the_core_its_segments_and_its_run_time(tmp_path):
+def _timed(source, seconds=2.5, outputs=()):
+    return nbformat.v4.new_code_cell(source, outputs=list(outputs), metadata={"execution": {
+        "iopub.execute_input": "2026-01-01T10:00:00.000Z",
+        "shell.execute_reply": f"2026-01-01T10:00:{seconds:06.3f}Z"}})
+
+
+def test_the_clock_counts_the_core_its_outputs_segments_and_run_time(tmp_path):
     """Going deeper sections (to the next heading of their level) count nothing; a segment written over a
-    line break counts; a cell's run time is read from its execution metadata."""
+    line break counts, with a minute to find it; printed outputs count as words; a cell's run time is read
+    from its execution metadata; the range reads at 150 words and 5 lines a minute (upper end) and at 200
+    and 6 (lower end)."""
     clock = core_clock()
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    timed = code("x = 1\n# a comment\n\ny = 2", metadata={"execution": {
-        "iopub.execute_input": "2026-01-01T10:00:00.000Z", "shell.execute_reply": "2026-01-01T10:00:02.500Z"}})
+    printed = nbformat.v4.new_output("stream", name="stdout", text="loss 2.5 nats\n")
+    result = nbformat.v4.new_output("execute_result", data={"text/plain": "tensor([1, 2])"}, execution_count=1)
     path = _notebook([
         md("# 9. A chapter\n\n*About 1 minutes for the core*\n\n**Read** (about 4 minutes) a paper."),
         code("import sys", metadata={"tags": ["remove-cell"]}),
-        timed,
+        _timed("x = 1\n# a comment\n\ny = 2", outputs=[printed, result]),
         md("## Watch\n\nHis video from 28:51 to\n31:23, and from 1:14:14 to 1:15:39."),
         md("## Going deeper: more\n\nfrom 0:00 to 59:00, " + "word " * 400),
-        code("z = 3\n" * 50),
+        _timed("z = 3\n" * 50, seconds=40, outputs=[printed]),
         md("### a subsection, still deeper"),
         md("## Summary\n\nfrom 1:00 to 1:30"),
     ], tmp_path / "09_chapter.ipynb")
     part = clock.chapter_part(path)
     assert part.segments == [("28:51", "31:23"), ("1:14:14", "1:15:39"), ("1:00", "1:30")]
-    assert part.watching == 152 + 85 + 30
+    assert part.watching == 152 + 85 + 30 and part.videos() == 152 + 85 + 30 + 3 * 60
     assert part.other_reading == 4 * 60
     assert part.running == 2.5
     # the core's words: "A chapter About minutes for the core Read about minutes a paper" (12), "Watch His
-    # video from to and from to" (8), "Summary from to" (3); its code: the 2 lines of the timed cell
-    assert part.reading == pytest.approx(60 * (23 / 200 + 2 / 6))
+    # video from to and from to" (8), "Summary from to" (3); printed: "loss 2.5 nats" and "tensor([1, 2])" (5);
+    # its code: the 2 lines of the timed cell
+    assert (part.prose, part.printed, part.code) == (23, 5, 2)
+    rest = 2.5 + 152 + 85 + 30 + 3 * 60 + 4 * 60
+    assert part.lesson_seconds((150, 5)) == pytest.approx(60 * (28 / 150 + 2 / 5) + rest)
+    low, high = 60 * (28 / 200 + 2 / 6) + rest, 60 * (28 / 150 + 2 / 5) + rest
+    assert part.lesson == (math.ceil(low / 60), math.ceil(high / 60))
     backwards = _notebook([md("# 9. A\n\nfrom 2:00 to 1:00")], tmp_path / "09_backwards.ipynb")
     with pytest.raises(ValueError, match="ends before it starts"):
         clock.chapter_part(backwards)
@@ -231,7 +246,7 @@ def test_the_clock_counts_the_core_its_segments_and_its_run_time(tmp_path):
         clock.chapter_part(never_run)
 
 
-def test_the_clock_counts_an_exercise_notebooks_core_text_and_stated_minutes(tmp_path):
+def test_the_homework_counts_an_exercise_notebooks_core_text_and_stated_minutes(tmp_path):
     clock = core_clock()
     md = nbformat.v4.new_markdown_cell
     path = _notebook([
@@ -240,9 +255,52 @@ def test_the_clock_counts_an_exercise_notebooks_core_text_and_stated_minutes(tmp
         md("## Question 2: two [practice]\n\n" + "word " * 1000),
         md("still practice " * 100),
         md("## Explain: why [core, about 3 minutes]"),
+        md("## Going deeper: what you built\n\n" + "word " * 1000),
     ], tmp_path / "ch09.ipynb")
     # "Exercises" and 98 words, "Question one core about minutes" and 94, "Explain why core about minutes"
-    assert clock.tasks_seconds(path) == pytest.approx(60 * ((99 + 99 + 5) / 200 + 4 + 3))
+    assert clock.homework(path) == (99 + 99 + 5, 4 + 3)
+    part = clock.Part("09_chapter", task_words=203, task_minutes=7)
+    assert part.homework == (math.ceil(203 / 200 + 7), math.ceil(203 / 150 + 7)) == (9, 9)
     no_core = _notebook([md("## Question 1 [practice]")], tmp_path / "ch08.ipynb")
     with pytest.raises(ValueError, match="core, about N minutes"):
-        clock.tasks_seconds(no_core)
+        clock.homework(no_core)
+
+
+def test_the_clock_writes_what_it_checks(tmp_path):
+    """--write puts both clocks in each place; --check (stale) then finds nothing, and finds a figure changed by
+    hand in any of them."""
+    clock = core_clock()
+    md = nbformat.v4.new_markdown_cell
+    (tmp_path / "chapters").mkdir()
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "guide" / "instructors").mkdir(parents=True)
+    (tmp_path / "intro.md").write_text(f"# Intro\n\n{clock.BEGIN}\n{clock.END}\n" + "word " * 300)
+    (tmp_path / "conclusion.md").write_text("# End\n\n" + "word " * 100)
+    (tmp_path / clock.GUIDE).write_text(f"# Guide\n\n{clock.GUIDE_BEGIN}\n{clock.GUIDE_END}\n")
+    (tmp_path / "README.md").write_text("The lesson (all of it) takes about 1 to 2 minutes, and its homework "
+                                        "(one task) about 3 minutes, by the method the guide states.\n")
+    (tmp_path / "_toc.yml").write_text('  - caption: "Lesson 1: a lesson (lesson about 1 minutes, homework about 2)"\n')
+    _notebook([md("# 1. A chapter\n\n*About 1 minutes for the core*\n\n" + "word " * 400), _timed("x = 1\n" * 30)],
+              tmp_path / "chapters" / "01_chapter.ipynb")
+    _notebook([md("# Exercises\n\n## Question 1: one [core, about 5 minutes]\n\n" + "word " * 300)],
+              tmp_path / "exercises" / "ch01.ipynb")
+    parts = clock.the_clock(tmp_path)
+    assert clock.stale(parts, tmp_path)  # nothing written yet
+    for _ in range(3):
+        if not clock.write(parts, tmp_path):
+            break
+        parts = clock.the_clock(tmp_path)
+    assert clock.stale(parts, tmp_path) == []
+    (lesson_low, lesson_high), (work_low, work_high) = clock.totals(parts)
+    assert lesson_low < lesson_high and work_low <= work_high
+    intro = (tmp_path / "intro.md").read_text()
+    assert f"takes about {lesson_low} to {lesson_high} minutes" in intro
+    readme = (tmp_path / "README.md").read_text()
+    assert f"takes about {lesson_low} to {lesson_high} minutes, and its homework (one task) about" in readme
+    for name in ("intro.md", "README.md", "_toc.yml", str(clock.GUIDE)):
+        file = tmp_path / name
+        text = file.read_text()
+        file.write_text(text.replace(f"{lesson_low} to {lesson_high}", f"{lesson_low} to {lesson_high + 1}"))
+        assert clock.stale(parts, tmp_path), name
+        file.write_text(text)
+    assert clock.stale(parts, tmp_path) == []

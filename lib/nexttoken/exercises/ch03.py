@@ -20,7 +20,7 @@ CHAPTER = "ch03"
 TASKS = ["q1", "q2", "q3", "q4"]
 # The core tasks: what the lesson asks of every learner and what an LMS grade counts by default (the notebook's
 # "[core" headings say the same: tests/exercises/test_core_only.py); the rest is practice.
-CORE = ["q1", "q2"]
+CORE = ["q3"]
 
 NO_EMBED = shortcut_rule("model.embed")
 
