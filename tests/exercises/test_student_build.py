@@ -113,7 +113,8 @@ def test_the_grader_refuses_held_out_grading_with_it(student, tmp_path):
     _, site = student
     notebook = tmp_path / "s.ipynb"
     nbformat.write(nbformat.v4.new_notebook(), notebook)
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--held-out", "--out", str(tmp_path / "g.csv"),
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--held-out", "--out", str(tmp_path / "g.csv"),
                            str(notebook)], env=student_env(site), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "student build" in done.stderr and "--held-out" in done.stderr, done.stderr
     assert not (tmp_path / "g.csv").exists()

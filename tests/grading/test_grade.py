@@ -51,7 +51,8 @@ def recorded(chapter: str, results: dict[str, tuple[str, str]], points: int = 1)
 def grade(paths, tmp_path, timeout=20) -> dict:
     out = tmp_path / "grades.csv"
     result = subprocess.run(
-        [sys.executable, "-m", "nexttoken.grade", *map(str, paths), "--out", str(out), "--timeout", str(timeout)],
+        [sys.executable, "-m", "nexttoken.grade",
+         "--count-practice", *map(str, paths), "--out", str(out), "--timeout", str(timeout)],
         capture_output=True, text=True, timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]

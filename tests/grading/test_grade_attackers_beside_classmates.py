@@ -87,13 +87,15 @@ def batch(tmp_path_factory):
     for name, cells in SUBMISSIONS.items():
         notebook(folder / name, *cells)
         names.append(name)
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--gradebook",
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--out", "grades.csv", "--gradebook",
                            "gradebook.csv", "--feedback", "feedback", "--gradescope", "gradescope", "--held-out",
                            "--timeout", "30", "--jobs", "2", "--", *names],
                           cwd=folder, capture_output=True, timeout=900)
     # A chapter-4 notebook: a run of its own, since --gradescope refuses a batch of two chapters (issue 66)
     notebook(folder / "thread_softmax.ipynb", THREAD_SOFTMAX, ch="ch04")
-    subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades-ch04.csv", "--held-out", "--timeout",
+    subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                    "--count-practice", "--out", "grades-ch04.csv", "--held-out", "--timeout",
                     "30", "--", "thread_softmax.ipynb"], cwd=folder, capture_output=True, timeout=900)
     rows = []
     for out in ("grades.csv", "grades-ch04.csv"):

@@ -68,7 +68,8 @@ def graded(tmp_path_factory):
     }
     for name, cells in notebooks.items():
         notebook(d / name, *cells)
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--held-out", "--out", "grades.csv",
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--held-out", "--out", "grades.csv",
                            "--jobs", "2", "--", *notebooks], cwd=d, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return read(d / "grades.csv")
@@ -144,7 +145,8 @@ def sneaks(tmp_path_factory):
         nb.cells.append(nbformat.v4.new_code_cell(cell))
         nbformat.write(nb, d / f"{label}.ipynb")
     names = ["honest_ch05.ipynb", "honest_ch07.ipynb", *(f"{label}.ipynb" for label in SNEAKS)]
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "2", "--",
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--out", "grades.csv", "--jobs", "2", "--",
                            *names], cwd=d, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return read(d / "grades.csv")

@@ -153,7 +153,8 @@ def test_one_run_writes_every_export_and_each_agrees_with_the_csv(tmp_path):
                     "def mask_scores(scores):\n    return scores\n")
     roster = write_roster(tmp_path, "file,student_id,name,canvas_id\nalice_*.ipynb,a1,Alice,101\n"
                                     "bob.ipynb,b2,Bob,102\ncarol.ipynb,c3,Carol,103\n")
-    cmd = [sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--gradebook", "book.csv",
+    cmd = [sys.executable, "-m", "nexttoken.grade",
+           "--count-practice", "--out", "grades.csv", "--gradebook", "book.csv",
            "--roster", str(roster), "--canvas", "canvas.csv", "--assignment", "Chapter 2 (4242)",
            "--gradescope", "gs", "--feedback", "feedback", "--", good.name, half.name]
     result = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -173,7 +174,8 @@ def test_one_run_writes_every_export_and_each_agrees_with_the_csv(tmp_path):
     alice, bob = ((tmp_path / "feedback" / f"{sid}.md").read_text() for sid in ("a1", "b2"))
     assert "alice_final.ipynb" in alice and "bob.ipynb" not in alice  # nothing of another student's run
     assert "bob.ipynb" in bob and "alice" not in bob and f"**{points['b2']} of 5 points.**" in bob
-    classroom = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "one.csv", "--github-classroom",
+    classroom = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                                "--count-practice", "--out", "one.csv", "--github-classroom",
                                 "--", half.name], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert classroom.returncode == 0 and classroom.stderr == ""
     payload = json.loads(base64.b64decode(classroom.stdout.strip()))
@@ -197,7 +199,8 @@ def test_held_out_grading_catches_an_answer_fitted_to_the_visible_cases(tmp_path
                        "    return torch.ones(T, T, dtype=torch.bool).tril()\n", *list(CH02_GOOD.values())[1:])
 
     def rows(*extra):
-        done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", *extra, "--",
+        done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                               "--count-practice", "--out", "grades.csv", *extra, "--",
                                tuned.name, good.name, emptied.name], cwd=tmp_path, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, done.stderr
@@ -238,7 +241,8 @@ def test_shards_merged_equal_one_run(tmp_path):
     common = ["--roster", str(roster)]
 
     def grade(*args):
-        done = subprocess.run([sys.executable, "-m", "nexttoken.grade", *args], cwd=tmp_path, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                               "--count-practice", *args], cwd=tmp_path, capture_output=True,
                               text=True, timeout=600)
         assert done.returncode == 0, done.stderr
         return done

@@ -49,6 +49,20 @@ FROM_Q1 = {
     "cell_error_dict": '{"cell_error": 1, "error": {"a": 1}}',
 }
 HANGS = {"task_out_of_order"}
+# Floods from cells, each of which, before, cost the grader's own CPU and bought another run of the notebook.
+FLOOD = ("def flood(make, n):\n"
+         "    import sys\n"
+         "    frame = sys._getframe(1)\n"
+         "    while frame is not None and 'send' not in frame.f_locals:\n"
+         "        frame = frame.f_back\n"
+         "    for i in range(n):\n"
+         "        frame.f_locals['send'](make(frame.f_locals['number'], i))\n"
+         "    return 0\n")
+FROM_CELLS = {  # a cell's valid-looking error again and again; a huge one; cells the notebook does not have
+    "errors_again": [f"x{i} = flood(lambda n, i: {{'cell_error': n, 'error': 'E' * 900}}, 50)\n" for i in range(8)],
+    "one_huge_error": ["x = flood(lambda n, i: {'cell_error': n, 'error': 'E' * 4_000_000}, 8)\n"],
+    "endless_cells": ["x = flood(lambda n, i: {'cell': n + 1 + i}, 700_000)\n"],
+}
 
 
 def attack(message: str, hang: bool) -> str:
@@ -73,11 +87,16 @@ def graded(tmp_path_factory):
     for label, message in FROM_Q1.items():
         names.append(f"{label}.ipynb")
         notebook(d / names[-1], HEADER, FORGE, attack(message, label in HANGS), *OTHERS)
-    # From a cell (a default value is computed when the def runs): that cell is skipped, nothing else lost.
+    # From a cell (a default value is computed when the def runs): no honest cell does it, and each such stop
+    # would buy another run, so the tasks left are charged, naming the cell, and the notebook is not run again.
     names.append("done_in_a_cell.ipynb")
     notebook(d / names[-1], HEADER, FORGE, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS,
              "def nothing(x=forge({'done': True})):\n    return x\n")
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "2",
+    for label, cell in FROM_CELLS.items():
+        names.append(f"{label}.ipynb")
+        notebook(d / names[-1], HEADER, FORGE, FLOOD, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS, *cell)
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--out", "grades.csv", "--jobs", "2",
                            "--timeout", "20", "--", *names], cwd=d, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return read(d / "grades.csv"), names
@@ -94,10 +113,16 @@ def test_a_forged_message_from_a_task_costs_that_task_alone(graded):
             assert (mine[task]["status"], mine[task]["points"]) == ("passed", "1"), (label, task, mine[task])
 
 
-def test_a_forged_message_from_a_cell_costs_that_cell_alone(graded):
+def test_a_forged_message_from_a_cell_is_charged_to_the_submission_and_named(graded):
+    """No run again for it: every task left gets 0, and its reason names the cell and what it sent."""
     rows, _ = graded
-    mine = rows["done_in_a_cell.ipynb"]
-    assert {t: (r["status"], r["points"]) for t, r in mine.items()} == {t: ("passed", "1") for t in CH02}
+    for label in ("done_in_a_cell", *FROM_CELLS):
+        mine = rows[f"{label}.ipynb"]
+        assert sorted(mine) == CH02, label
+        for task, r in mine.items():
+            assert (r["status"], r["points"]) == ("error", "0"), (label, task, r)
+            assert r["reason"].startswith("your code cell ") and "not run again" in r["reason"], (label, r)
+            assert "malformed or forged" in r["reason"], (label, r)
 
 
 def test_the_honest_classmate_keeps_full_marks_and_every_file_has_its_rows(graded):

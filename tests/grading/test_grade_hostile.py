@@ -179,7 +179,8 @@ def survivors() -> list[str]:
 
 
 def run_grader(folder: Path, names: list[str], *extra: str, env=None, keyring=None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", *LIMITS, *extra, "--", *names]
+    cmd = [sys.executable, "-m", "nexttoken.grade",
+           "--count-practice", "--out", "grades.csv", *LIMITS, *extra, "--", *names]
     if keyring is not None:  # in a session keyring holding an instructor's key; afterwards, what it holds
         cmd = [sys.executable, "-c", KEYRING, str(keyring), *cmd]
     return subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=600,
@@ -587,7 +588,8 @@ def test_a_killed_grader_keeps_its_grades_and_resume_goes_on(tmp_path):
     good = notebook(tmp_path / "a_good.ipynb", HEADER, *GOOD)
     notebook(tmp_path / "b_slow.ipynb", HEADER, *GOOD, "def slow():\n    time.sleep(600)\n", "x = slow()\n")
     (tmp_path / "tmp").mkdir()  # what a grader killed cannot remove (its snapshots of the submissions) lands here
-    proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--jobs", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade",
+                             "--count-practice", "--out", "grades.csv", "--jobs", "1",
                              "--timeout", "300", "--", "a_good.ipynb", "b_slow.ipynb"], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
@@ -605,7 +607,8 @@ def test_a_killed_grader_keeps_its_grades_and_resume_goes_on(tmp_path):
     assert not list(tmp_path.glob(".grades.csv.*"))  # no temporary file left behind
 
     good.write_text("{}")  # would now be invalid: --resume must not grade it again
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--resume",
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                             "--count-practice", "--out", "grades.csv", "--resume",
                              "--timeout", "5", "--gradebook", "book.csv", "--", "a_good.ipynb", "b_slow.ipynb"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -623,7 +626,8 @@ def test_the_notebook_budget_bounds_reruns(tmp_path):
     slow_cells = [f"x{i} = time.sleep(100)\n" for i in range(6)]
     notebook(tmp_path / "slow.ipynb", HEADER, *GOOD, *slow_cells)
     start = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--timeout", "3",
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                             "--count-practice", "--out", "grades.csv", "--timeout", "3",
                              "--notebook-timeout", "8", "--", "slow.ipynb"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=300)
     assert result.returncode == 0, result.stderr
@@ -636,7 +640,7 @@ def test_reasons_use_the_learners_cell_numbers(tmp_path):
     # IPython syntax in a cell (a magic, a shell command) does not hide the definitions beside it.
     notebook(tmp_path / "numbers.ipynb", HEADER, "%time x = 1\n!true\n" + GOOD[0], "import does_not_exist\n",
              GOOD[2], markdown_first=True)
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--",
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--count-practice", "--out", "grades.csv", "--",
                              "numbers.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     rows = {r["task"]: r for r in read_rows(tmp_path / "grades.csv")}
@@ -655,7 +659,7 @@ def test_answers_that_call_the_library_they_rebuild_are_refused_alike(tmp_path):
     notebook(tmp_path / "library5.ipynb", "import nexttoken\nfrom nexttoken.exercises import ch05\n",
              "def generation_step(model, input_ids):\n    return nexttoken.generate(model, input_ids, 1)\n",
              chapter="ch05")
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--",
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--count-practice", "--out", "grades.csv", "--",
                              "library.ipynb", "library5.ipynb"], cwd=tmp_path, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
@@ -673,7 +677,7 @@ def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
     bare = tmp_path / "bin"
     bare.mkdir()
     env = {**os.environ, "PATH": str(bare)}  # no bwrap on PATH
-    cmd = [sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--", "good.ipynb"]
+    cmd = [sys.executable, "-m", "nexttoken.grade", "--count-practice", "--out", "grades.csv", "--", "good.ipynb"]
     refused = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert refused.returncode == 2 and not (tmp_path / "grades.csv").exists()
     assert "apt-get install bubblewrap" in refused.stderr and "--no-sandbox" in refused.stderr
@@ -686,7 +690,8 @@ def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
 
 def test_limits_too_small_for_torch_are_refused_up_front(tmp_path):
     notebook(tmp_path / "good.ipynb", HEADER, *GOOD)
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--memory", "200",
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                             "--count-practice", "--out", "grades.csv", "--memory", "200",
                              "--", "good.ipynb"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and "--memory" in result.stderr
     assert not (tmp_path / "grades.csv").exists()
@@ -695,7 +700,8 @@ def test_limits_too_small_for_torch_are_refused_up_front(tmp_path):
 @pytest.mark.parametrize("args, named", [(["--jobs", "0"], "--jobs"), (["--timeout", "x"], "--timeout"),
                                          (["--memory", "-5"], "--memory")])
 def test_bad_options_are_named(tmp_path, args, named):
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", str(tmp_path / "g.csv"), *args,
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                             "--count-practice", "--out", str(tmp_path / "g.csv"), *args,
                              "x.ipynb"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and f"argument {named}" in result.stderr
 
@@ -765,7 +771,8 @@ def test_the_graders_memory_stays_small_whatever_a_submission_holds(tmp_path):
                                           + ']}, "nbformat": 4, "nbformat_minor": 5}')
     (tmp_path / "fewer.ipynb").write_text('{"cells": [], "metadata": {"nexttoken": {"chapter": "ch02"}, "junk": ['
                                           + ",".join(["{}"] * 900_000) + ']}, "nbformat": 4, "nbformat_minor": 5}')
-    proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--max-size", "21",
+    proc = subprocess.Popen([sys.executable, "-m", "nexttoken.grade",
+                             "--count-practice", "--out", "grades.csv", "--max-size", "21",
                              *LIMITS, "--", "dicts.ipynb", "fewer.ipynb"], cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak, deadline = 0, time.monotonic() + 300

@@ -230,8 +230,8 @@ def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
     notebook(tmp_path / ESCAPE_NAME, HEADER, "x = 1\n")
     (tmp_path / "roster.csv").write_text(ROSTER, encoding="utf-8")
     names = ["alice_ch1.ipynb", "bob.ipynb", "b2.ipynb", ESCAPE_NAME]
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", "grades.csv", "--chapter", "2",
-                           "--count-practice",
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--out", "grades.csv", "--chapter", "2",
                            "--roster", "roster.csv", "--gradebook", "book.csv", "--feedback", "fb", "--gradescope",
                            "gs", "--", *names], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -34,7 +34,8 @@ COPIES = {"ch01": 1, "ch02": 1, "ch03": 1, "ch04": 1, "ch05": 4, "ch06": 2, "ch0
 
 
 def grade(folder: Path, names: list[str], *args: str, out: str = "grades.csv") -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--out", out, "--timeout", "60", *args, "--",
+    done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
+                           "--count-practice", "--out", out, "--timeout", "60", *args, "--",
                            *names], cwd=folder, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     return done

@@ -188,6 +188,49 @@ def test_the_recorders_message_order_is_accepted_and_anything_else_refused():
         assert sequence.check({"nonce": "n", **message}, ("cell", 1)) is not None, message
 
 
+def test_a_cell_sends_one_error_at_most_and_no_line_longer_than_the_recorder_sends():
+    """The recorder sends one error per cell, cut to MAX_STRING characters, and only a record may be long,
+    while its task awaits it: a second error, a longer one, or a long line at any other point is refused,
+    the long line before it is parsed (each parse of a forged flood cost the grader's own CPU)."""
+    sequence = protocol.Sequence(["q1"])
+    assert sequence.check({"nonce": "n", "cell": 1}, None) is None
+    assert sequence.check({"nonce": "n", "cell_error": 1, "error": "E"}, ("cell", 1)) is None
+    assert "a second error" in sequence.check({"nonce": "n", "cell_error": 1, "error": "E"}, ("cell", 1))
+    assert sequence.check({"nonce": "n", "cell": 2}, ("cell", 1)) is None
+    long_error = {"nonce": "n", "cell_error": 2, "error": "E" * (protocol.MAX_STRING + 1)}
+    assert "longer one" in sequence.check(long_error, ("cell", 2))
+    prefix = b'{"nonce": "n"'
+    honest = (prefix + b', "cell_error": 3, "error": "' + b"\\ud83d\\ude00" * protocol.MAX_STRING + b'"}')
+    assert len(honest) <= protocol.MAX_SMALL_LINE and sequence.fits(honest, len(prefix)) is None
+    flood = prefix + b', "cell_error": 3, "error": "' + b"x" * protocol.MAX_SMALL_LINE + b'"}'
+    assert "longer than the recorder sends" in sequence.fits(flood, len(prefix))
+    big_record = prefix + b', "record": "q1", "outcomes": [' + b"1, " * protocol.MAX_SMALL_LINE + b'1]}'
+    assert sequence.fits(big_record, len(prefix)) is not None  # no task announced: no record awaited
+    assert sequence.check({"nonce": "n", "task": "q1"}, ("cell", 2)) is None
+    assert sequence.fits(big_record, len(prefix)) is None
+    assert sequence.check({"nonce": "n", "record": "q1", "outcomes": [], "library": [], "tampered": [],
+                           "notes": {}}, ("task", "q1")) is None
+    assert sequence.fits(big_record, len(prefix)) is not None  # its record came: a second one is refused
+
+
+def test_a_forged_or_flooding_cell_is_charged_to_the_submission_with_no_run_again():
+    """A stop that only a hostile cell causes (a forged message, more output than MAX_REPORT) would buy a
+    run after each cell it skips: instead every task left gets the stop, naming the cell, and no run."""
+    from nexttoken.grading import run
+
+    for stop in (run.Stop(("cell", 4), "error", "a forged record", forged=True),
+                 run.Stop(("cell", 4), "too_much_output", "sent more than 33554432 bytes of outputs")):
+        recording = run.Recording("ch02", tasks={})
+        left = run.charge(recording, run.RunResult(stopped=stop), ["q1", "q2"], run.Settings())
+        assert left == [] and recording.skip == {}
+        for task in ("q1", "q2"):
+            status, reason = recording.results[task]
+            assert status == "error" and reason.startswith("your code cell 4") and "not run again" in reason
+    honest = run.Recording("ch02", tasks={})  # a cell that hangs is skipped and the notebook run again
+    assert run.charge(honest, run.RunResult(stopped=run.Stop(("cell", 4), "timeout", "ran past 60 s")),
+                      ["q1"], run.Settings()) == ["q1"] and 4 in honest.skip
+
+
 # --- what a judged value may cost, one escaping, the careless cases -----------------------
 
 def test_a_tensor_of_no_elements_and_huge_dimensions_is_refused_by_the_wire():

@@ -24,7 +24,7 @@ def test_wrong_dtype_answer_keeps_the_points_of_correct_tasks(tmp_path):
     nbformat.write(nb, path)
     out = tmp_path / "grades.csv"
     trusted = ["--no-sandbox", "--trusted-as-root"] if "--trusted-as-root" in _help() else []
-    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", str(path), "--out", str(out),
+    result = subprocess.run([sys.executable, "-m", "nexttoken.grade", "--count-practice", str(path), "--out", str(out),
                              "--timeout", "30", *trusted],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]

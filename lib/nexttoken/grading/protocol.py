@@ -10,7 +10,12 @@ import json
 import secrets
 
 from ..checks import is_int
-from ..recorder.contract import KEYS, MAX_TOKENS
+from ..recorder.contract import KEYS, MAX_STRING, MAX_TOKENS
+
+# The longest line of any message but a record that the recorder sends: a cell's error of MAX_STRING
+# characters, each at most 12 bytes in JSON (a character beyond the BMP is two escapes, "\ud83d\ude00"), with
+# the nonce and the keys. A longer one is refused before it is parsed: a flood costs the grader no parsing.
+MAX_SMALL_LINE = 12 * MAX_STRING + 256
 
 
 def new_nonce() -> str:
@@ -98,6 +103,13 @@ FORGED = ("the grader received a message from your process that its recorder did
           "that point (a malformed or forged record: {why}), so this was not graded")
 
 
+def cells_at_most(data: bytes) -> int:
+    """At least the number of code cells of a notebook's bytes, read without parsing them: its cells of every
+    kind ("cell_type" keys). With it the cells a run announces are bounded, and so are its messages: one
+    per cell and one error at most, two per task, then "done"."""
+    return data.count(b'"cell_type"')
+
+
 def _names(value) -> bool:
     return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
 
@@ -132,11 +144,23 @@ class Sequence:
     stops there, charged to the cell or task running then: it costs that one cell or task, never the
     submitter's other rows nor the grader."""
 
-    def __init__(self, tasks: list[str]):
+    def __init__(self, tasks: list[str], cells: int | None = None):
         self.tasks = tasks  # the first run fills it in from the notebook message
+        self.cells = cells  # at least the notebook's code cells (``cells_at_most``); None: not bounded
         self.cell = 0  # the last code cell announced
+        self.errored = False  # whether that cell's error came (the recorder sends one at most)
         self.index = -1  # the task announced last, as an index into tasks
         self.recorded = False  # whether that task's record came
+
+    def fits(self, line: bytes, prefix: int) -> str | None:
+        """Before parsing: None for a line no longer than a message the recorder could send now (a record,
+        while a task awaits its own; any other message, MAX_SMALL_LINE), else what is wrong with it.
+        ``prefix``: the length of the line's start with the nonce (the kind's key follows it)."""
+        if len(line) <= MAX_SMALL_LINE:
+            return None
+        if line.startswith(b', "record": ', prefix) and self.index >= 0 and not self.recorded:
+            return None
+        return "a message longer than the recorder sends at that point"
 
     def check(self, message: dict, current) -> str | None:
         """None for a message in order and in form, else what is wrong with it."""
@@ -147,10 +171,15 @@ class Sequence:
         if kind == "cell":
             if not (is_int(value) and value > self.cell and self.index < 0):
                 return f"code cell {str(value)[:20]} out of order"
-            self.cell = value
+            if self.cells is not None and value > self.cells:
+                return f"code cell {value} of a notebook of fewer cells"
+            self.cell, self.errored = value, False
         elif kind == "cell_error":
             if not (current == ("cell", value) and isinstance(message["error"], str)):
                 return "an error of a cell not running"
+            if self.errored or len(message["error"]) > MAX_STRING:
+                return "a second error of one cell, or a longer one than the recorder sends"
+            self.errored = True
         elif kind == "task":
             following = self.index + 1
             if not ((self.index < 0 or self.recorded) and following < len(self.tasks)

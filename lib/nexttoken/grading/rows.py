@@ -113,7 +113,8 @@ def definition_notes(task, status: str, notes: dict) -> list[str]:
                         f"your kernel ran last (execution count {counts[cells.index(used)]})")
         else:
             said.append(f"{task.function} is defined in code cells {where}: graded with the last, code cell "
-                        f"{used}'s (the notebook saved no execution counts to say which your kernel ran last)")
+                        f"{used}'s (its execution counts do not say which your kernel ran last: none were saved, or "
+                        "they come from more than one kernel session)")
     if loop and status != "passed":
         said.append(f"code cell {loop['cell']} has a top-level loop (line {loop['line']}) that would set "
                     f"`{loop['name']}`, which {task.function} reads: the grader runs only a cell's definitions "

@@ -27,7 +27,7 @@ from ..exercises import chapter
 from ..recorder.contract import CHAPTERS, NOTEBOOK_STATUSES
 from .judge import held_out_verdict, judge, library_calls
 from .orders import next_group, plan
-from .protocol import FORGED, Lines, Sequence, new_nonce, parse_message
+from .protocol import FORGED, Lines, Sequence, cells_at_most, new_nonce, parse_message
 from .rows import NO_OUTPUTS
 
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
@@ -197,6 +197,11 @@ def charge(recording: Recording, run: RunResult, pending: list[str], settings: S
     elif stop.where is None:  # it stopped before any of the learner's code ran: the grader's side
         result = ("grader_error", f"the sandbox stopped while starting ({stop.status}: {detail}); are --memory, "
                                   "--total-memory or --processes too small?")
+    elif stop.where[0] == "cell" and (stop.forged or stop.status == "too_much_output"):
+        # no honest cell does either (a cell sends the grader a few short messages), and each such stop would
+        # buy another run: the submission pays, not the grader, and its rows say which cell did it
+        result = ("error", f"your {cell_note(stop, detail)}: a notebook that does this is not run again, so "
+                           "this task was not graded")
     elif stop.where[0] == "cell" and stop.where[1] not in recording.skip:  # charge the cell: skip it, run again
         recording.skip[stop.where[1]] = cell_note(stop, detail)
         return pending
@@ -325,7 +330,7 @@ def run_once(job: Job, plan, skip: set[int], without_generate: str | None = None
             os.close(fd)
     result = RunResult()
     try:
-        Follower(proc, result, settings.timeout, job.budget_end, plan).follow(read_end)
+        Follower(proc, result, settings.timeout, job.budget_end, plan, cells_at_most(job.data)).follow(read_end)
     finally:
         _kill(proc, group, None if settings.use_sandbox else settings.uids[job.slot])
         os.close(read_end)
@@ -361,8 +366,9 @@ class Follower:
     learner's cannot forge a record by writing lines; the work order follows on stdin once the recorder
     has said which chapter it read."""
 
-    def __init__(self, proc, result: RunResult, timeout: int, budget_end: float, plan):
+    def __init__(self, proc, result: RunResult, timeout: int, budget_end: float, plan, cells: int | None = None):
         self.proc, self.result, self.timeout, self.budget_end, self.plan = proc, result, timeout, budget_end, plan
+        self.cells = cells  # at least the notebook's code cells: no run announces more (``Sequence``)
         self.nonce = new_nonce()
         self.current = None  # ("cell", n) or ("task", name): what is running; None: no learner code yet
         self.started = time.monotonic()
@@ -385,6 +391,10 @@ class Follower:
                 self.stop("too_much_output", f"sent more than {MAX_REPORT} bytes of outputs")
                 return
             for line in lines.feed(chunk):
+                too_long = self.sequence.fits(line, len(lines.prefix)) if self.sequence is not None else None
+                if too_long is not None:
+                    self.stop("error", FORGED.format(why=too_long), forged=True)
+                    return
                 message = parse_message(line)
                 if message is not None and message.get("nonce") == self.nonce and not self.take(message):
                     return
@@ -443,6 +453,6 @@ class Follower:
             return False
         self.result.notebook = message
         self.result.tasks, order = self.plan(message)
-        self.sequence = Sequence(self.result.tasks)
+        self.sequence = Sequence(self.result.tasks, self.cells)
         threading.Thread(target=_send_order, args=(self.proc.stdin, order), daemon=True).start()
         return order is not None

@@ -53,17 +53,26 @@ def plain(value):
     return f"<an object of type {type(value).__name__}>"
 
 
-class _NoSoftmax(TorchFunctionMode):
-    """Inside it, every softmax of torch (torch.softmax, Tensor.softmax, F.softmax, however imported)
-    raises ``message``: a task that asks for a softmax by hand must not get it from torch."""
+# The softmax family: a log_softmax's exp, or a softmin of -x, is a softmax too.
+SOFTMAXES = ("softmax", "_softmax", "special_softmax", "log_softmax", "_log_softmax", "special_log_softmax",
+             "softmin")
 
-    def __init__(self, message: str):
+
+class _NoSoftmax(TorchFunctionMode):
+    """Inside it, every softmax of torch (torch.softmax, Tensor.softmax, F.softmax, log_softmax, softmin,
+    ``torch.ops.aten._softmax`` and its overloads, however imported) raises an error that names it and quotes
+    the task's ``rule``: a task that asks for a softmax by hand must not get it from torch. (A function mode,
+    not a dispatch mode: entering one of those imports torch._dynamo, which rebinds torch's functions.)"""
+
+    def __init__(self, rule: str):
         super().__init__()
-        self.message = message
+        self.rule = rule
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if getattr(func, "__name__", "") in ("softmax", "_softmax", "special_softmax"):
-            raise RuntimeError(self.message)
+        name = str(getattr(func, "__name__", "")).partition(".")[0]  # "_softmax.default": an op's overload
+        if name in SOFTMAXES:
+            raise RuntimeError(f"{RULE}torch's {name.removeprefix('special_').lstrip('_')} was called, but the "
+                               f"task says: {self.rule}")
         return func(*args, **(kwargs or {}))
 
 
@@ -110,7 +119,7 @@ def forbidding(rules: dict[str, str], args):
                     code, function.__code__ = function.__code__, _raising_code(message)
                     undo.append(lambda f=function, c=code: setattr(f, "__code__", c))
             elif call == "torch.softmax":
-                mode = _NoSoftmax(message)
+                mode = _NoSoftmax(rule)
                 mode.__enter__()
                 undo.append(lambda m=mode: m.__exit__(None, None, None))
             elif call == "nexttoken.generate":
@@ -162,8 +171,11 @@ def run_on(fn, cases, forbid: dict[str, str] | None = None, watch=None, arg_name
         try:
             with watching as complaints, forbidding(forbid or {}, args):
                 output = plain(fn(*args))  # inside the rules too: reading an output may run its code
-        except NotImplementedError:
-            outcomes.append(("not_implemented", ""))
+        except NotImplementedError as exc:
+            if not_written(exc):
+                outcomes.append(("not_implemented", ""))
+            else:  # torch's own (an op not implemented for a dtype or device): an error like any other
+                outcomes.append(("error", f"NotImplementedError: {str(exc)[:300]}"))
             break
         except Exception as exc:  # the learner's bug, reported back to them
             if str(exc) == NO_THREAD:  # the grader's sandbox refuses threads (recorder.refuse_threads)
@@ -186,6 +198,22 @@ def run_on(fn, cases, forbid: dict[str, str] | None = None, watch=None, arg_name
             break
         outcomes.append(("ok", output))
     return outcomes
+
+
+STUB = "write your code here"  # what the exercise notebooks' stubs raise: NotImplementedError(STUB)
+
+
+def not_written(exc: NotImplementedError) -> bool:
+    """Whether a NotImplementedError means the function is not written yet: the stub's own
+    (``raise NotImplementedError("write your code here")``), or a bare one the learner's code raised itself;
+    not one a library raised (torch's "... not implemented for 'Half'"), which is the answer's error."""
+    if str(exc) == STUB:
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    where = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    return str(exc) == "" and not str(where).startswith(("torch", "nexttoken"))
 
 
 def changed_argument(args, before, weights, names) -> str | None:

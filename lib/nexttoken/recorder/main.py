@@ -17,10 +17,13 @@ mistakes, held-out names and solutions are not in the sandbox, which shows only 
 this package (``nexttoken.grading.sandbox.policy``), and this package imports only the lesson's library. No
 order (the grader closed the input: another chapter than the assignment's) and it ends.
 
-Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class`` and
-assignments to plain names; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches),
+Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class``,
+assignments to plain names, and to items or attributes of names the notebook bound itself, such as
+``SETTINGS["k"] = v``; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches of
+modules), with the names a Jupyter kernel gives every notebook (``display``, ``get_ipython``, ``In``, ``Out``),
 as the learner's kernel ran them where it can tell (``notebook.Kernel``: of a function defined twice, the
-definition run last; an import this machine lacks costs its line alone; ``x = %time ...``, ``%%writefile``),
+definition run last, by the times or execution counts saved; an import this machine lacks costs its line
+alone; ``x = %time ...``, ``%%writefile``),
 then calls each task's function on its inputs, and writes one JSON message per line, each starting with
 the nonce, to the descriptor the grader passed (their kinds and keys: ``contract.KEYS``, which the grader
 checks them against):
@@ -36,9 +39,10 @@ Outcome values are plain data: numbers, bools, None, strings, lists, and tensors
 ``{"dtype", "shape", "data" (base64 of the contiguous bytes)}``. The grader trusts none of it: it checks
 every message before judging (``wire``, ``nexttoken.grading.judge``). "library" names the library functions
 the task re-implements (the order names them) that ran while the learner's function did (reported to the
-instructor, not penalised). "tampered" names the parts of this process that decide what is recorded
-(``run_on``, the rules, the checks of how, this module, builtins, torch.Tensor methods, the profile hook
-that watches for library calls) that the learner's code replaced: that task is then not graded. "notes"
+instructor, not penalised), known by what their code runs, so that a copy of their code is seen too.
+"tampered" names the parts of this process that decide what is recorded (``run_on``, the rules, the
+checks of how, this module, builtins, torch.Tensor methods, the profile hook that watches for library
+calls) that the learner's code replaced: that task is then not graded. "notes"
 says, in numbers and one name, what the task's row should say of how its function was defined (which of
 several cells' definitions was used; a top-level loop that did not run but sets a name it reads): the
 grader checks their form and writes the words.
@@ -59,32 +63,49 @@ from .contract import message
 from .notebook import Refused
 
 
-def library_codes(names: list[str]) -> set:
-    """The code objects of the library functions the order names ("module:qualname"), as the learner's code
-    can reach them (unwrapped from decorators such as torch.no_grad). A name that does not resolve is
-    skipped: the report of library calls is for the instructor, it costs no marks."""
+def library_codes(names: list[str]) -> dict:
+    """The library functions the order names ("module:qualname"), as the learner's code can reach them
+    (unwrapped from decorators such as torch.no_grad): {``code_key`` of its code: "module.qualname"}. A name
+    that does not resolve is skipped: the report of library calls is for the instructor, it costs no marks."""
     import importlib
     import inspect
 
-    found = set()
+    found = {}
     for name in names:
         module_name, _, qualname = str(name).partition(":")
         try:
             value = importlib.import_module(module_name)
             for part in qualname.split("."):
                 value = getattr(value, part)
-            found.add(inspect.unwrap(value).__code__)
+            found[code_key(inspect.unwrap(value).__code__)] = f"{module_name}.{qualname}"
         except Exception:
             continue
     return found
 
 
-def watched(fn, library: set, called: set):
-    """``fn``, noting the ``library`` functions called while it runs; "<profile hook removed>" joins
-    ``called``'s names when the learner's code replaced the hook (sys.setprofile) to hide a call."""
+def code_key(code) -> tuple:
+    """A code object by what it runs: its bytecode, constants (nested code by its own key) and names, not its
+    name, file or line numbers. A function made from a copy of a library function's code
+    (``types.FunctionType(f.__code__, globals())``, ``f.__code__.replace(co_name="mine")``) runs the library's
+    code, and is seen as the library's function."""
+    consts = tuple(code_key(c) if hasattr(c, "co_code") else (type(c).__name__, c) for c in code.co_consts)
+    return code.co_code, consts, code.co_names
+
+
+def watched(fn, library: dict, called: set):
+    """``fn``, noting the ``library`` functions (``library_codes``) run while it runs, by their code;
+    "<profile hook removed>" joins ``called``'s names when the learner's code replaced the hook
+    (sys.setprofile) to hide a call."""
+    seen: dict = {}  # id(code) -> (code, its library name or None): each code object's key is made once
+
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code in library:
-            called.add(f"{frame.f_globals.get('__name__', '?')}.{frame.f_code.co_name}")
+        if event == "call":
+            code = frame.f_code
+            known = seen.get(id(code))
+            if known is None or known[0] is not code:
+                known = seen[id(code)] = (code, library.get(code_key(code)))
+            if known[1] is not None:
+                called.add(known[1])
 
     def call(*args, **kwargs):
         sys.setprofile(profile)
@@ -194,11 +215,11 @@ def read_submission(path: str, chapter: str, send) -> dict:
     return nb
 
 
-def run_definitions(cells: list[str], skip: set[int], send, counts: list) -> notebook.Kernel:
+def run_definitions(cells: list[str], skip: set[int], send, counts: list, times: list | None = None) -> notebook.Kernel:
     """The learner's cells run as the grader runs them (``notebook.Kernel``), each announced first and its
     first error reported with the learner's cell number; then, of a function several cells define, the
-    definition the learner's kernel ran last."""
-    kernel = notebook.Kernel(counts)
+    definition the learner's kernel ran last (by the ``times`` or ``counts`` the notebook saved)."""
+    kernel = notebook.Kernel(counts, times)
     for number, source in enumerate(cells, start=1):
         if number in skip:
             continue
@@ -263,7 +284,7 @@ def main(argv=None):
         refuse_threads(args.no_threads_fd)
     cells = notebook.code_cells(nb)
     kernel = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send,
-                             notebook.execution_counts(nb))
+                             notebook.execution_counts(nb), notebook.execution_times(nb))
     for task in order["tasks"]:
         send(message("task", task["name"]))
         send(record(task, kernel, library[task["name"]], cells, parts, before))

@@ -1,5 +1,5 @@
 """Reading a submitted notebook inside the sandbox: its cells, its chapter, and the statements of each cell
-that define names (the only ones the recorder runs)."""
+that define names or set items of the notebook's own (the only ones the recorder runs)."""
 
 import ast
 import builtins
@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import types
 
 from ..checks import is_int
 from .contract import CHAPTERS, NO_THREAD, THREADS_REFUSED
@@ -115,15 +116,58 @@ def _is_definition(node) -> bool:
     return False
 
 
-def definitions(source: str) -> ast.Module:
-    """The statements of a cell that define names; the rest (calls for effect, loops, attribute or item
-    assignments) is what a notebook does for show or to patch things, and does not run while grading."""
+def _root_names(node) -> set[str] | None:
+    """The names whose items or attributes an assignment sets (``SETTINGS["k"] = v``: {"SETTINGS"}), or None
+    where it is not such an assignment (or also assigns plain names, or sets something not rooted at a
+    name)."""
+    if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)) or (
+            isinstance(node, ast.AnnAssign) and node.value is None):
+        return None
+    roots = set()
+    for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+        if not isinstance(target, (ast.Subscript, ast.Attribute)):
+            return None
+        while isinstance(target, (ast.Subscript, ast.Attribute)):
+            target = target.value
+        if not isinstance(target, ast.Name):
+            return None
+        roots.add(target.id)
+    return roots
+
+
+def _bound_names(node) -> set[str]:
+    """The plain names a kept statement binds (an assignment's, a def's or class's), imports aside."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return {t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+    return set()
+
+
+def _imported_names(node) -> set[str]:
+    return {alias.asname or alias.name.partition(".")[0] for alias in node.names}
+
+
+def definitions(source: str, own: set[str] = frozenset()) -> ast.Module:
+    """The statements of a cell that define names, and those that set an item or attribute of a name the
+    notebook itself defined (``own``, or bound earlier in the cell): ``SETTINGS["k"] = v`` runs as in the
+    kernel. The rest (calls for effect, loops, item or attribute assignments to what an import bound, such
+    as ``torch.x = ...``) is what a notebook does for show or to patch things, and does not run while
+    grading."""
     tree = ast.parse(source)
+    own = set(own)
 
     def keep(body):
         kept = []
         for node in body:
+            roots = _root_names(node)
             if _is_definition(node):
+                kept.append(node)
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    own.difference_update(_imported_names(node))
+                own.update(_bound_names(node))
+            elif roots is not None and roots <= own:
                 kept.append(node)
             elif isinstance(node, (ast.With, ast.AsyncWith)):  # e.g. a def inside "with torch.no_grad():"
                 node.body = keep(node.body) or [ast.Pass()]
@@ -170,6 +214,39 @@ def execution_counts(nb: dict) -> list[int | None]:
             n = cell.get("execution_count")
             counts.append(n if is_int(n) and n > 0 else None)
     return counts
+
+
+def execution_times(nb: dict) -> list[float | None]:
+    """When each code cell last ran, in seconds, where the notebook saved it (None elsewhere): Colab's
+    ``executionInfo.timestamp`` (milliseconds), JupyterLab's ``execution["iopub.execute_input"]`` (with its
+    timing recorded). Unlike execution counts, these order runs across kernel restarts."""
+    from datetime import datetime
+
+    times = []
+    for cell in nb.get("cells", []):
+        if not (isinstance(cell, dict) and cell.get("cell_type") == "code"):
+            continue
+        metadata = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        colab, lab = metadata.get("executionInfo"), metadata.get("execution")
+        when = None
+        if isinstance(colab, dict) and is_int(colab.get("timestamp")) and colab["timestamp"] > 0:
+            when = colab["timestamp"] / 1000
+        elif isinstance(lab, dict) and isinstance(lab.get("iopub.execute_input"), str):
+            try:
+                when = datetime.fromisoformat(lab["iopub.execute_input"][:40].replace("Z", "+00:00")).timestamp()
+            except (ValueError, OverflowError):
+                when = None
+        times.append(when)
+    return times
+
+
+def several_sessions(counts: list) -> bool:
+    """Whether the saved execution counts certainly come from more than one kernel session: within one
+    session each run takes the next count, so no two cells can show the same one; after a restart the
+    counts begin again at 1, and a cell not run since keeps its count from before (which may be higher
+    than any of the new session's)."""
+    seen = [n for n in counts if n is not None]
+    return len(seen) != len(set(seen))
 
 
 class Shell:
@@ -296,20 +373,23 @@ def global_names(fn) -> set[str]:
 class Kernel:
     """The learner's cells as the grader runs them, in one namespace (the notebook's module): each cell's
     definitions (``definitions``) statement by statement, where an import of a module this machine lacks
-    costs only its own line, a ``%%writefile`` cell writes its file, and ``get_ipython()`` is a ``Shell``; then,
+    costs only its own line (and a failed item assignment its own), a ``%%writefile`` cell writes its file,
+    and the names a Jupyter kernel gives are there (``jupyter_names``: ``get_ipython()`` is a ``Shell``); then,
     for a function or class that several cells define, the definition the learner's kernel ran last (by the
     execution counts the notebook saved). It remembers what a task's row should say of how it was defined:
     ``notes``."""
 
-    def __init__(self, counts: list):
+    def __init__(self, counts: list, times: list | None = None):
         self.namespace = {"__name__": "__main__", "__builtins__": builtins}  # the module, as in a notebook
-        self.namespace["get_ipython"] = Shell(self.namespace).get
+        self.namespace.update(jupyter_names(self.namespace))
         self.counts = counts
+        self.times = times or []  # when each cell ran, where the notebook saved it (execution_times)
         self.defined: dict[str, dict[int, ast.AST]] = {}  # name -> {cell: its def or class there}
         self.loops: list[tuple[int, int, set]] = []  # (cell, line, names it would set) of top-level loops
         self.imported: set[str] = set()  # names bound by imports (modules: a loop calling them changes nothing)
         self.lacking: set[str] = set()  # names whose import was skipped: this machine lacks the module
         self.redefined: dict[str, dict] = {}  # name -> {"cells", "counts", "used"}
+        self.own: set[str] = set()  # names the notebook bound itself (not by an import): their items may be set
 
     def run_cell(self, number: int, source: str) -> str | None:
         """Run one cell's definitions; what went wrong first, in words (an error, a skipped import), or None."""
@@ -320,7 +400,7 @@ class Kernel:
         except Exception as exc:
             return _error_text(exc)
         try:
-            tree = definitions(python)
+            tree = definitions(python, self.own)
         except SyntaxError as exc:
             newer = newer_syntax(python, exc)
             return f"{newer} (SyntaxError: {exc})" if newer else f"SyntaxError: {exc}"
@@ -328,10 +408,13 @@ class Kernel:
                        for node in ast.parse(python).body if isinstance(node, (ast.For, ast.AsyncFor, ast.While))]
         first = None
         for node in _one_import_each(tree.body):
+            roots = _root_names(node)
+            if roots is not None and not all(_notebooks_own(self.namespace.get(name)) for name in roots):
+                continue  # e.g. "F = torch.nn.functional; F.softmax = ...": a patch of a module, not run
             try:
                 exec(compile(ast.Module([node], []), f"<code cell {number}>", "exec"), self.namespace)
             except BaseException as exc:  # the learner's error, reported with their cell number
-                skipped = self._lacking(node, exc)
+                skipped = self._lacking(node, exc) if roots is None else _item_skipped(node, exc)
                 if skipped is None:
                     return first or _error_text(exc)
                 first = first or skipped
@@ -353,21 +436,29 @@ class Kernel:
 
     def _note_definition(self, number: int, node) -> None:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            self.imported.update(alias.asname or alias.name.partition(".")[0] for alias in node.names)
+            self.imported.update(_imported_names(node))
+            self.own.difference_update(_imported_names(node))
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             self.defined.setdefault(node.name, {})[number] = node
+        self.own.update(_bound_names(node))
 
     def rerun_last_executed(self) -> None:
         """For each function or class that several cells define, the definition of the cell the learner's
-        kernel ran last (the highest execution count; the notebook's last where counts are missing), run
-        again where that is not the last in the notebook (which ran last here)."""
+        kernel ran last, run again where that is not the last in the notebook (which ran last here): the
+        latest by the times the notebook saved (Colab's, JupyterLab's), else the highest execution count,
+        else the notebook's last. Counts from more than one kernel session (``several_sessions``) are not
+        compared: they are reported as missing, since they cannot say which ran last."""
+        mixed = several_sessions(self.counts)
         for name, places in self.defined.items():
             if len(places) < 2:
                 continue
             cells = sorted(places)
-            counts = [self.counts[n - 1] if n - 1 < len(self.counts) else None for n in cells]
-            used = cells[-1]
-            if None not in counts:
+            saved = [self.counts[n - 1] if n - 1 < len(self.counts) else None for n in cells]
+            times = [self.times[n - 1] if n - 1 < len(self.times) else None for n in cells]
+            counts, used = [None] * len(cells) if mixed else saved, cells[-1]
+            if None not in times and None not in saved:  # the row names the count of the one that ran last
+                used, counts = cells[times.index(max(times))], saved
+            elif None not in counts:
                 used = cells[counts.index(max(counts))]
             self.redefined[name] = {"cells": cells[:16], "counts": counts[:16], "used": used}
             if used != cells[-1]:
@@ -392,6 +483,38 @@ class Kernel:
                 notes["loop"] = {"cell": cell, "line": line, "name": hit[0][:60]}
                 break
         return notes
+
+
+def _notebooks_own(value) -> bool:
+    """Whether a value the notebook bound may have its items or attributes set while grading: anything but
+    a module, or a class or function of a module (``D = nexttoken.Decoder``), which would be a patch."""
+    if isinstance(value, types.ModuleType):
+        return False
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return getattr(value, "__module__", None) == "__main__"
+    return True
+
+
+def _item_skipped(node, exc: BaseException) -> str:
+    """What a failed item or attribute assignment says. It failed for what the grader did not run (a loop
+    or call that would have filled the dict): that line alone is skipped, and the rest of the cell runs."""
+    return (f"{_error_text(exc)} (line {node.lineno}): an assignment to an item or attribute failed, so that "
+            "line was skipped (did a loop or call the grader does not run fill what it uses?)")
+
+
+def jupyter_names(namespace: dict) -> dict:
+    """The names a Jupyter kernel gives every notebook: ``display`` (which shows nothing while grading,
+    since no output is read), ``get_ipython`` (a ``Shell``), and IPython's input and output history, empty."""
+    history: list = [""]
+    outputs: dict = {}
+    return {"display": display, "get_ipython": Shell(namespace).get, "In": history, "_ih": history,
+            "Out": outputs, "_oh": outputs, "_": "", "__": "", "___": ""}
+
+
+def display(*objs, **kwargs):
+    """IPython's ``display``, while grading: it shows nothing (output is never read) and returns None, as
+    IPython's does without ``display_id``; it never reads what it is given."""
+    return None
 
 
 def _one_import_each(body: list) -> list:
