@@ -98,7 +98,7 @@ def log_softmax_over_batch(logits, input_ids):
     return torch.log_softmax(logits[:, :-1], dim=0).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
 
 
-@mutant("q2", expect="wrong shape")
+@mutant("q2", expect="an extra dimension of size 1")  # the shared diagnosis names it
 def kept_trailing_dim(logits, input_ids):
     return torch.log_softmax(logits[:, :-1], -1).gather(-1, input_ids[:, 1:, None])
 
@@ -145,7 +145,7 @@ def clamped_log(step_probs):
     return torch.log(step_probs.clamp(min=1e-3)).sum(dim=-1)  # "avoid log(0)"
 
 
-@mutant("q1", expect=None)
+@mutant("q1", expect="raised the tiny probabilities")  # the shared diagnosis names it
 def log_with_epsilon(step_probs):
     return torch.log(step_probs + 1e-6).sum(dim=-1)
 

@@ -283,14 +283,14 @@ def eval_but_first_position(model, input_ids):
     return torch.softmax(model(input_ids)[:, 0], dim=-1)
 
 
-@mutant("q5", expect=None)
+@mutant("q5", expect="raw logits")  # the shared diagnosis names it
 def eval_but_logits(model, input_ids):
     model.eval()
     with torch.no_grad():
         return model(input_ids)[:, -1, :]
 
 
-@mutant("q5", expect=None)
+@mutant("q5", expect="went over dimension 0")  # the shared diagnosis names it
 def eval_but_softmax_over_batch(model, input_ids):
     model.eval()
     return torch.softmax(model(input_ids)[:, -1, :], dim=0)

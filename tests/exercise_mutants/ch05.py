@@ -259,7 +259,7 @@ def new_generator_each_call(model, input_ids, generator):
     return torch.cat([input_ids, torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(0))], dim=1)
 
 
-@mutant("q4", expect="wrong shape")
+@mutant("q4", expect="an extra dimension of size 1")  # the shared diagnosis names it
 def unsqueezed_twice(model, input_ids, generator):
     probs = torch.softmax(model(input_ids)[:, -1], -1)
     return torch.cat([input_ids[:, :, None], torch.multinomial(probs, 1, generator=generator)[:, :, None]], dim=1)

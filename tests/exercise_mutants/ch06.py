@@ -602,7 +602,7 @@ def first_new_token(output_ids, prompt_length, eos_token_id):
     return "eos" if new and new[0] == eos_token_id else "length"
 
 
-@mutant("q2", expect=None)
+@mutant("q2", expect="swapped")  # the shared diagnosis names it
 def the_other_way_round(output_ids, prompt_length, eos_token_id):
     new = output_ids[0, prompt_length:].tolist()
     return "length" if new and new[-1] == eos_token_id else "eos"

@@ -7,6 +7,7 @@ import torch
 from ..recorder import watches
 from .common import chain_tables, random_ids, seeded
 from ..recorder.words import counted
+from .diagnosis import Source
 from .feedback import describe, side_by_side
 from .task import Known, Mistake, Question, Task
 
@@ -56,7 +57,7 @@ def _q1_diagnose(args, expected, got):
 
 q1 = Question(Task(
     name="q1", function="log_prob_from_step_probs", title="log-probability of a sequence", chapter=CHAPTER,
-    cases=_q1_cases, reference=_q1_reference, diagnose=_q1_diagnose,
+    cases=_q1_cases, reference=_q1_reference, diagnose=_q1_diagnose, source=lambda p: Source(factors=p),
     known=[
         Known("you used log10; the chain rule in nats uses the natural log, torch.log",
               lambda p: torch.log10(p).sum(-1)),
@@ -114,9 +115,22 @@ def _gather(scores, ids):
     return scores.gather(-1, ids[..., None]).squeeze(-1)
 
 
+def _q2_source(logits, ids):
+    """The scores the answer normalises, and how it picks each target's entry of them."""
+    return Source(logits=logits[:, :-1], pick=lambda values: _gather(values, ids[:, 1:]))
+
+
+def _q2_error(args, error):
+    if "Index tensor must have the same number of dimensions" in error:
+        return ("gather needs an index with as many dimensions as the tensor it picks from: the targets "
+                "input_ids[:, 1:] are (B, T - 1), the log-probabilities (B, T - 1, V). Add a trailing dimension, "
+                "input_ids[:, 1:, None] (or .unsqueeze(-1)), and squeeze it from the result")
+
+
 q2 = Question(Task(
     name="q2", function="token_log_probs_from_logits", title="per-token log-probabilities (teacher forcing)",
-    chapter=CHAPTER, cases=_q2_cases, reference=_q2_reference, diagnose=_q2_diagnose,
+    chapter=CHAPTER, cases=_q2_cases, reference=_q2_reference, diagnose=_q2_diagnose, source=_q2_source,
+    errors=_q2_error,
     known=[
         Known("off by one: you scored token t with the logits of position t; the logits of position t - 1 "
               "predict token t", lambda lg, ids: _gather(torch.log_softmax(lg[:, 1:], -1), ids[:, 1:])),

@@ -6,6 +6,7 @@ from ..model import causal_mask
 from ..recorder import watches
 from .common import (dropout_model, embed_with_positions, loud, overflow, random_ids, rows_far_apart, run_blocks,
                      seeded, small_model)
+from .diagnosis import Source
 from .task import Known, Mistake, Question, Task, shortcut_rule
 
 CHAPTER = "ch04"
@@ -43,6 +44,7 @@ q1 = Question(Task(
     cases=lambda: [(torch.randn(1, 3, 5, generator=seeded(3)),), (torch.randn(1, 1, 4, generator=seeded(4)),),
                    (torch.randn(2, 5, 11, generator=seeded(1)),), (torch.randn(3, 1, 7, generator=seeded(2)),)],
     reference=lambda logits: logits[:, -1, :], diagnose=_q1_diagnose,
+    source=lambda logits: Source(logits=logits[:, -1], every=logits),
     known=[
         Known("you took the first position; the next token is predicted by the last one",
               lambda lg: lg[:, 0, :]),
@@ -66,6 +68,13 @@ def _next_token_probs(model, input_ids):
     return torch.softmax(model(input_ids)[:, -1, :], dim=-1)
 
 
+@torch.no_grad()
+def _q2_source(model, input_ids):
+    """Every position's logits: the answer is the last one's, normalised."""
+    every = model(input_ids)
+    return Source(logits=every[:, -1], every=every)
+
+
 def _q2_diagnose(args, expected, got):
     model, ids = args
     B, V = expected.shape
@@ -87,7 +96,7 @@ q2 = Question(Task(
                    (small_model(5), random_ids(5, 2, 16)),
                    (loud(small_model(7)), random_ids(7, 2, 5)),  # logits in the hundreds: exp overflows unshifted
                    rows_far_apart(100)],  # one row's logits over 100 below the other's: one max per row
-    reference=_next_token_probs, diagnose=_q2_diagnose,
+    reference=_next_token_probs, diagnose=_q2_diagnose, source=_q2_source,
     known=[
         Known("you subtracted one maximum of the whole batch, not one per row: a row whose logits sit far below "
               "another's underflows to 0 everywhere, and 0 / 0 is NaN. Subtract each row's own maximum "
@@ -206,6 +215,17 @@ def _inference_probs(model, input_ids):
         model.train(was_training)
 
 
+@torch.no_grad()
+def _q5_source(model, input_ids):
+    """Every position's logits at inference (dropout off), as the right answer computes them."""
+    was_training = model.training
+    try:
+        every = model.eval()(input_ids)
+    finally:
+        model.train(was_training)
+    return Source(logits=every[:, -1], every=every)
+
+
 def _q5_diagnose(args, expected, got):
     model, ids = args
     B, V = expected.shape
@@ -232,7 +252,7 @@ q5 = Question(Task(
     cases=lambda: [(dropout_model(51), random_ids(51, 3, 5)), (dropout_model(52), random_ids(52, 1, 1)),
                    (dropout_model(53), random_ids(53, 2, 16)),
                    (loud(dropout_model(54)), random_ids(54, 2, 4))],  # logits in the hundreds: exp overflows unshifted
-    reference=_inference_probs, diagnose=_q5_diagnose,
+    reference=_inference_probs, diagnose=_q5_diagnose, source=_q5_source,
     hints=("Call the broken function twice on the same input and compare; then give it a batch of three "
            "rows and look at the shape of what comes back.",
            "Two bugs: one is about the model's mode (what dropout does while training), one about which "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from ..recorder.calling import copy_args, one_thread, run_on
+from . import diagnosis
 from .feedback import compare, describe, hidden_input, matches, unrevealed
 from .generated import Generated, smallest_failing
 
@@ -107,6 +108,10 @@ class Task:
     # "module:qualname" of the library functions the answer rebuilds (the reference is, or wraps, one of
     # them): the grader's sandbox watches for calls to them and reports them (the CSV's library_calls).
     rebuilds: tuple[str, ...] = ()
+    # args -> diagnosis.Source: what the right answer is computed from (the logits it normalises, the
+    # probabilities whose logs it adds), so that an unlisted mistake can be named from them too (a sigmoid
+    # of the logits, another position's); without it, the diagnosis works from the right answer alone.
+    source: Callable | None = None
     _named: Callable | None = field(default=None, init=False, repr=False)  # ``cases`` as declared
 
     def __post_init__(self):
@@ -162,6 +167,11 @@ class Task:
         message = None
         if difference.kind != "type" or not matches(expected, value):  # a dtype slip alone is named as such
             message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
+            if message is None and (self.kind != "predict" or revealing):  # its words would show the answer
+                message = self._named_transformation(args, expected, value, tried)
+                if message is not None and difference.kind == "shape":  # the headline no longer says them
+                    return self._failed(args, message, f"shape: expected {tuple(expected.shape)}, got "
+                                                       f"{tuple(value.shape)}\n   {difference.evidence}".rstrip())
         if self.kind == "predict" and not revealing:  # nor the expected shape, which is part of the answer
             return self._failed(args, message or difference.summary, unrevealed(expected, value), hidden=True)
         return self._failed(args, message or difference.summary + difference.answer, difference.evidence)
@@ -205,6 +215,32 @@ class Task:
         except Exception:  # a rule that does not apply to this output's type or shape
             pass
         return None
+
+    def _named_transformation(self, args, expected, value, tried) -> str | None:
+        """What the output is, in the shared vocabulary (``diagnosis``): the first transformation of the right
+        answer that explains every output tried (each is right, or that transformation of its right answer);
+        else a fact about the output (its rows do not sum to 1), or None."""
+        if self.atol < 1e-4:  # the diagnosis matches within 1e-4: coarser than this task's own tolerance
+            return None
+        try:
+            candidates = list(diagnosis.findings(expected, value, self._source(args)))
+            if not candidates and not isinstance(expected, str):
+                return diagnosis.properties(expected, value, self._source(args))
+            # the other inputs' right answers, computed only now: a reference can be a whole generation loop
+            rights = [(self.reference(*copy_args(a)), got, a) for a, got in tried]
+            others = [(right, got, self._source(a)) for right, got, a in rights
+                      if compare(right, got, atol=self.atol) is not None]
+            for found in candidates:
+                if all(any(again.family == found.family for again in diagnosis.findings(*other))
+                       for other in others):
+                    return found.message
+            found = diagnosis.across([(right, got) for right, got, _ in rights])
+            return found.message if found else diagnosis.properties(expected, value, self._source(args))
+        except Exception:  # a transformation that does not apply to this output
+            return None
+
+    def _source(self, args):
+        return self.source(*copy_args(args)) if self.source is not None else None
 
     def _error_diagnosis(self, args, error) -> str | None:
         try:
