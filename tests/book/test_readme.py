@@ -6,8 +6,9 @@ and "For contributors", guide/) link to what exists.
   course's environment (.venv), from an empty folder; where a line prints and its comment says what it
   prints, the output holds that text. A snippet that loads SmolLM2 takes 15 to 30 s: marked slow, as are
   the guide's snippets (the README's own run in the fast tier, a few seconds each);
-- every command of README.md's shell blocks names a script or module that exists, and every option it
-  passes is one the script or module knows; every script README.md or the guide names exists;
+- every command of the shell blocks of README.md and of guide/instructors/before_you_upload.md names a
+  script or module that exists, and every option it passes is one the script or module knows; every
+  script README.md or the guide names exists;
 - every relative link of README.md and of the guide's pages points at a file that exists, and a guide
   page links only to pages of the book (a link to any other file would fail the site's build);
 - every guide page is a page of _toc.yml; the text says ``python3`` (or ``.venv/bin/python``), never a
@@ -115,10 +116,16 @@ def module_help(python: str, module: str) -> str:
     return result.stdout
 
 
+# Pages whose shell blocks are an instructor's or a contributor's to paste as they stand: each command is
+# checked as the README's are (the other guide pages' blocks hold Slurm and CI variables, unzip, cat).
+COMMAND_PAGES = [README, ROOT / "guide" / "instructors" / "before_you_upload.md"]
+
+
 @pytest.mark.slow  # each module's --help in a fresh Python
-def test_readme_commands_exist_with_their_options():
-    commands = shell_commands(README)
-    assert len(commands) >= 5, commands
+@pytest.mark.parametrize("page", COMMAND_PAGES, ids=rel)
+def test_readme_commands_exist_with_their_options(page):
+    commands = shell_commands(page)
+    assert len(commands) >= (5 if page == README else 4), commands
     checked = []
     for command in commands:
         program, args = command[0], command[1:]
@@ -139,7 +146,7 @@ def test_readme_commands_exist_with_their_options():
         elif program == ".venv/bin/python":
             assert (ROOT / args[0]).is_file(), f"{' '.join(command)}: no {args[0]}"
         else:
-            pytest.fail(f"README.md runs {program!r}, which this test does not know how to check: {command}")
+            pytest.fail(f"{rel(page)} runs {program!r}, which this test does not know how to check: {command}")
         checked.append(program)
     assert "bash" in checked and ".venv/bin/python" in checked
 

@@ -4,7 +4,7 @@ shows whole: the package's own files are still bound from where they are (the al
 package with its held-out inputs and solutions), a package that cannot be shown so is refused, and a run
 without bubblewrap imports a copy of what a sandbox shows (the package view). Every top-level entry of
 the package is shown or kept outside on purpose, and what is shown imports only what is shown. The grading
-runs through such installs are in test_grade_round6.py."""
+runs through such installs are in test_grade_end_to_end.py."""
 
 import shutil
 import subprocess

@@ -155,7 +155,7 @@ def sneaks(tmp_path_factory):
 def test_the_library_generate_is_out_of_reach_of_a_task_that_forbids_it(sneaks):
     """In a sandbox without generate, the rule is what they meet. (Without bubblewrap, --no-sandbox imports
     a package view with the same generate-less generate.py, so that calling.forbidding in the learner's
-    process is not all that stands in their way: test_grade_round6.py.)"""
+    process is not all that stands in their way: test_grade_end_to_end.py.)"""
     for label in SNEAKS:
         rows = sneaks[f"{label}.ipynb"]
         assert rows["ch05.q2"][:2] == ("failed", "0"), (label, rows["ch05.q2"])

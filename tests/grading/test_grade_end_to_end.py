@@ -58,7 +58,7 @@ def copy_of(source: Path, target: Path, number: int) -> None:
 
 @pytest.fixture(scope="module")
 def solutions_graded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("round6_solutions")
+    folder = tmp_path_factory.mktemp("end_to_end_solutions")
     names = []
     for name, count in COPIES.items():
         for i in range(count):
@@ -98,7 +98,7 @@ CJK_NAME = ("def causal_mask(T):\n    import sys as _s\n    f = _s._getframe()\n
 
 @pytest.fixture(scope="module")
 def cjk(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("round6_cjk")
+    folder = tmp_path_factory.mktemp("end_to_end_cjk")
     notebook(folder / "cjk.ipynb", HEADER, CJK_NAME, *OTHERS)
     notebook(folder / "honest.ipynb", HEADER, *CH02_GOOD.values())
     grade(folder, ["cjk.ipynb", "honest.ipynb"], "--held-out", "--jobs", "2", "--gradescope", "gradescope",
@@ -132,10 +132,10 @@ def usr_install(tmp_path_factory):
     PYTHONPATH: the sandbox's environment is otherwise the grader's minimal one)."""
     if not os.access(USR, os.W_OK):
         pytest.skip(f"{USR} is not writable here")
-    prefix = USR / f"nexttoken-round6-{uuid.uuid4().hex[:8]}"
+    prefix = USR / f"nexttoken-end-to-end-{uuid.uuid4().hex[:8]}"
     shutil.copytree(ROOT / "lib" / "nexttoken", prefix / "nexttoken",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    folder = tmp_path_factory.mktemp("round6_usr")
+    folder = tmp_path_factory.mktemp("end_to_end_usr")
     names = write_sneaks(folder)
     runner = ("import sys\nsys.path.insert(0, sys.argv.pop(1))\nfrom nexttoken.grading.sandbox import policy\n"
               "minimal_env = policy.minimal_env\npolicy.minimal_env = lambda home, tmp: {**minimal_env(home, tmp), "

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 import os
+import re
 import signal
 import site
 import subprocess
@@ -165,14 +166,19 @@ def outside_state(peers: list[Path]) -> dict:
 
 
 def survivors() -> list[str]:
-    """Processes left by the batch: run by a sandbox's user id, or carrying the attacks' mark."""
+    """Processes left by an ended grader: run by a sandbox's user id, or carrying the attacks' mark. A
+    sandbox's process in the cgroup of a grader still running (its name holds the grader's pid:
+    ``Cgroups.new_group``) is another batch's, on the same machine, and not counted."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             uid = Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0]
+            group = re.search(r"nexttoken-(\d+)-\d+", Path(f"/proc/{pid}/cgroup").read_text())
         except (OSError, IndexError):
             continue
+        if group is not None and Path(f"/proc/{group[1]}").exists() and MARK not in cmdline:
+            continue  # a running grader's sandbox
         if MARK in cmdline or sandbox.FIRST_UID <= int(uid) < sandbox.FIRST_UID + 16:
             found.append(f"{pid} (uid {uid}): {cmdline[:120]}")
     return found

@@ -2,7 +2,7 @@
 drawn from a generator of its own, never from torch's global one, so a judgement, a work order and a
 held-out pass give the same inputs in any thread, beside any other (--jobs), and the global random state
 (a learner's, in a notebook) is neither read nor changed. The grading runs themselves, many times over and
-as shards, are in test_grade_round6.py."""
+as shards, are in test_grade_end_to_end.py."""
 
 import hashlib
 import json

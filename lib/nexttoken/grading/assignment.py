@@ -25,8 +25,9 @@ class Scheme:
     """Which tasks a grade counts, and each one's points. The lesson asks every learner for its core tasks
     (each chapter module's ``CORE``) and offers the rest as practice, so by default a grade counts the core
     tasks at their points and a practice task at 0: a learner who does exactly what the course asks gets
-    full marks. ``practice`` (--count-practice) counts the practice tasks too; ``weights`` (--weight
-    ch05.q3=2) sets a task's points, 0 leaving it out. No partial credit: a task's points are all or none."""
+    full marks (a chapter with no core tasks, chapter 7, counts every task). ``practice`` (--count-practice)
+    counts the practice tasks too; ``weights`` (--weight ch05.q3=2) sets a task's points, 0 leaving it out.
+    No partial credit: a task's points are all or none."""
     practice: bool = False
     weights: dict[str, int] = field(default_factory=dict)  # "ch05.q3" -> points
 
@@ -39,7 +40,7 @@ class Scheme:
         if chapter_name not in CHAPTERS or name not in chapter(chapter_name).TASKS:
             return None
         module = chapter(chapter_name)
-        counted = self.practice or name in module.CORE
+        counted = self.practice or name in module.CORE or not module.CORE  # a chapter with no core: every task
         return getattr(module, name).points if counted else 0
 
     def chapter_points(self, name: str) -> int:

@@ -76,9 +76,11 @@ def shard(text: str) -> tuple[int, int]:
 
 def add_export_arguments(p) -> None:
     p.add_argument("--roster", type=Path, help="CSV of the class: file (a file name or pattern such as s12_*.ipynb), "
-                   "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; every row "
-                   "then carries its student, the gradebook and every export have one row or file per "
-                   "student, and the roster's problems are listed next to --out (grades.csv: grades-problems.csv)")
+                   "student_id, name, optional email, section, canvas_id, sis_user_id, sis_login_id; or Canvas's "
+                   "gradebook export as it comes (its Download Submissions files are then placed by the Canvas "
+                   "user id in their names); every row then carries its student, the gradebook and every export "
+                   "have one row or file per student, and the roster's problems are listed next to --out "
+                   "(grades.csv: grades-problems.csv)")
     p.add_argument("--ignore-case", action="store_true",
                    help="match file names to the roster's file patterns without regard to case (Unicode case "
                         "folding); they are always compared in Unicode NFC form")
