@@ -142,7 +142,8 @@ def usr_install(tmp_path_factory):
               "'PYTHONPATH': sys.path[0]}\nfrom nexttoken.grading.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     try:
         done = subprocess.run([sys.executable, "-c", runner, str(prefix), "--out", "grades.csv", "--jobs", "2",
-                               "--held-out", "--", *names], cwd=folder, capture_output=True, text=True, timeout=900)
+                               "--held-out", "--count-practice", "--", *names], cwd=folder, capture_output=True,
+                              text=True, timeout=900)
     finally:
         shutil.rmtree(prefix)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -13,6 +13,7 @@ import sys
 import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
+from nexttoken.exercises import chapter
 from nexttoken.grading import exports, outputs, rosters
 from nexttoken.grading.rows import FIELDS
 
@@ -240,9 +241,9 @@ def test_shards_merged_equal_one_run(tmp_path):
     roster = write_roster(tmp_path, "file,student_id,name\ns0.ipynb,a,A\ns1.ipynb,b,B\ns2.ipynb,c,C\nz.ipynb,d,D\n")
     common = ["--roster", str(roster)]
 
-    def grade(*args):
-        done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
-                               "--count-practice", *args], cwd=tmp_path, capture_output=True,
+    def grade(*args):  # every task counted, in a run or a merge ("merge" must come first)
+        args = (args[0], "--count-practice", *args[1:]) if args[0] == "merge" else ("--count-practice", *args)
+        done = subprocess.run([sys.executable, "-m", "nexttoken.grade", *args], cwd=tmp_path, capture_output=True,
                               text=True, timeout=600)
         assert done.returncode == 0, done.stderr
         return done
@@ -291,7 +292,8 @@ def test_the_gradescope_autograder_zip_installs_and_grades(tmp_path):
     assert done.returncode == 0, done.stderr
     results = json.loads((autograder / "results" / "results.json").read_text())
     graded = [t for t in results["tests"] if t["visibility"] == "visible"]
-    assert results["score"] == len(graded) >= 3
+    # the core task counts (the others, practice, are there with 0 of 0: "not counted")
+    assert results["score"] == sum(t["max_score"] for t in graded) == len(chapter("ch02").CORE) and len(graded) >= 3
     assert all(t["status"] == "passed" and t["name"].startswith("ch02.") for t in graded)
     assert [t["name"] for t in results["tests"] if t["visibility"] == "hidden"] == \
         ["ch02 explanation (marked by your instructor)"]

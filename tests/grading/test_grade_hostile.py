@@ -687,7 +687,7 @@ def test_without_bubblewrap_the_grader_refuses_unless_told_no_sandbox(tmp_path):
     refused = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
     assert refused.returncode == 2 and not (tmp_path / "grades.csv").exists()
     assert "apt-get install bubblewrap" in refused.stderr and "--no-sandbox" in refused.stderr
-    trusted = subprocess.run(cmd[:5] + ["--no-sandbox", "--trusted-as-root"] + cmd[5:], cwd=tmp_path,
+    trusted = subprocess.run(cmd[:6] + ["--no-sandbox", "--trusted-as-root"] + cmd[6:], cwd=tmp_path,
                              capture_output=True, text=True, timeout=300, env=env)
     assert trusted.returncode == 0, trusted.stderr
     assert "trusted" in trusted.stderr

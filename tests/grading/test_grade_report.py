@@ -89,27 +89,31 @@ def test_the_title_is_the_assignment_and_nothing_is_cut_mid_word(page):
     assert report.shortened("short") == "short"
 
 
-def test_of_two_files_with_equal_points_the_answered_one_counts_and_both_answers_reach_gradescope(tmp_path,
-                                                                                                  monkeypatch):
+def test_of_files_with_equal_points_an_answered_one_counts_and_every_answer_reaches_gradescope(tmp_path,
+                                                                                                 monkeypatch):
     """The stated rule: the most points, then an answered explanation, then the name. An older file with an
-    empty explanation, whose name sorts first, no longer counts; the other file's answer is kept too."""
+    empty explanation, whose name sorts first, no longer counts; the other answered file's answer is kept
+    for the instructor too (a hidden test named by its file)."""
     monkeypatch.chdir(tmp_path)
     import json
 
-    rows = [row(name, task, "passed") for name in ("bob-a-old.ipynb", "bob-b.ipynb") for task in CH05.TASKS]
+    files = ("bob-a-old.ipynb", "bob-b.ipynb", "bob-c.ipynb")
+    rows = [row(name, task, "passed") for name in files for task in CH05.TASKS]
     outputs.write_csv(tmp_path / "part.csv", FIELDS, rows)
     outputs.write_csv(tmp_path / "part-explanations.csv", outputs.EXPLANATION_FIELDS,
-                      [explanation("bob-a-old.ipynb", "", "x1"), explanation("bob-b.ipynb", SAME_ANSWER, "x2")])
+                      [explanation("bob-a-old.ipynb", "", "x1"), explanation("bob-b.ipynb", SAME_ANSWER, "x2"),
+                       explanation("bob-c.ipynb", "An answer of my own, written for the other file.", "x3")])
     (tmp_path / "roster.csv").write_text("file,student_id,name\nbob-*.ipynb,b2,Bob\n", encoding="utf-8")
     assert cli.main(["merge", "part.csv", "--out", "grades.csv", "--roster", "roster.csv", "--chapter", "5",
                      "--gradescope", "gs", "--gradebook", "book.csv"]) == 0
     problems = {p["submission"]: p["detail"] for p in outputs.read_csv(tmp_path / "grades-problems.csv", "problems",
                                                                          [outputs.exports.PROBLEM_FIELDS])}
-    assert problems == {"bob-a-old.ipynb": "not counted", "bob-b.ipynb": "counted"}
+    assert problems == {"bob-a-old.ipynb": "not counted", "bob-b.ipynb": "counted", "bob-c.ipynb": "not counted"}
     tests = json.loads((tmp_path / "gs" / "b2" / "results.json").read_text())["tests"]
     hidden = [t for t in tests if t["visibility"] == "hidden"]
-    assert len(hidden) == 2 and "| " + SAME_ANSWER in hidden[0]["output"] and "(none)" in hidden[1]["output"]
-    assert "bob-a-old.ipynb: another file of yours, not counted" in hidden[1]["name"]
+    assert len(hidden) == 2 and "| " + SAME_ANSWER in hidden[0]["output"]
+    assert "bob-c.ipynb: another file of yours, not counted" in hidden[1]["name"]
+    assert "| An answer of my own" in hidden[1]["output"]
 
 
 def test_a_feedback_file_shows_a_reasons_lines_as_lines_after_a_merge(tmp_path, monkeypatch):

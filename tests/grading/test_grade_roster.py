@@ -240,7 +240,9 @@ def test_one_graded_batch_with_a_chapter_and_a_roster(tmp_path):
     assert "problems: 1 submission not graded task by task (1 wrong_chapter); 5 of the roster" in done.stdout
     page = (tmp_path / "grades-report.html").read_text()  # the class report, from this sandboxed batch
     assert (tmp_path / "grades-report.html").stat().st_mode & 0o777 == 0o600
-    assert "ch02.q1</td><td class=\"rate\">1 of 3 (33%)" in page and "wrong_chapter: 1" in page
+    # one learner a student: Bob's file; the two files placed on no student are listed apart, not counted
+    assert "ch02.q1</td><td>practice</td><td class=\"rate\">1 of 1 (100%)" in page and "wrong_chapter: 1" in page
+    assert 'Files placed on no student (see the problems CSV): 2' in page
     grades = read(tmp_path / "grades.csv")
     [alice] = [r for r in grades if r["submission"] == "alice_ch1.ipynb"]
     assert (alice["status"], alice["points"], alice["max_points"], alice["student_id"]) == \

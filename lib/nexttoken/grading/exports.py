@@ -213,8 +213,8 @@ def gradescope_results(rows: list[dict], notes: list[str] = (), explanation: dic
     """One submission's rows in Gradescope's autograder format (results.json); ``notes`` (a missing or a
     second submission) are said at the top, where the student looks. ``explanation`` (a row of the
     explanations CSV) becomes a last test of 0 points, hidden from the student: the answer to mark, the
-    question and the rubric (``explanation_test``); ``others``, the explanations of the student's files that
-    did not count, follow it, each named by its file, so the instructor marks knowing every one."""
+    question and the rubric (``explanation_test``); ``others``, the answered explanations of the student's
+    files that did not count, follow it, each named by its file, so the instructor marks knowing every one."""
     tests = [{"name": task_column(r), "number": str(i), "score": int(r["points"]), "max_score": int(r["max_points"]),
               "status": "passed" if r["status"] == "passed" else "failed",
               "output": clean(f"{r['status']}: {r['reason']}"), "visibility": "visible"}
@@ -352,7 +352,7 @@ def per_file(rows: list[dict], roster: Roster | None, most: int,
     keys = student_keys(roster)
     return [(keys[r.student["student_id"]],
              gradescope_results(r.rows, r.notes(sums), explained.get(r.counted),
-                                [explained[f] for f in r.files if f != r.counted and f in explained]),
+                                [explained[f] for f in r.files if f != r.counted and f in answered_files(explained)]),
              student_feedback(r, sums, explained.get(r.counted))) for r in found]
 
 
