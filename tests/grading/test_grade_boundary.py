@@ -51,6 +51,15 @@ def read(path) -> dict:
     return found
 
 
+SWITCHED_OFF = {  # notebook: (its line, the part its row must name)
+    "mode_off.ipynb": ("import torch.overrides\n_off = setattr(torch.overrides.TorchFunctionMode, '__enter__', "
+                       "lambda self: self)\n", "TorchFunctionMode.__enter__"),
+    "hook_off.ipynb": ("_off = setattr(torch.nn.Module, 'register_forward_pre_hook', lambda self, hook: None)\n",
+                       "torch.nn.Module.register_forward_pre_hook"),
+    "profile_off.ipynb": ("import sys\n_off = setattr(sys, 'setprofile', lambda f: None)\n", "sys.setprofile"),
+}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     d = tmp_path_factory.mktemp("boundary")
@@ -66,6 +75,10 @@ def graded(tmp_path_factory):
                                     "calling.changed_argument, '__code__', (lambda *a: None).__code__)\n",
                             "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
     }
+    # What the rules and checks of how stand on, switched off from the learner's process by one setattr each
+    # (each had passed a rule or check of how unreported): every task of theirs is reported, not graded.
+    for name, (line, label) in SWITCHED_OFF.items():
+        notebooks[name] = [HEADER, line, "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS]
     for name, cells in notebooks.items():
         notebook(d / name, *cells)
     done = subprocess.run([sys.executable, "-m", "nexttoken.grade",
@@ -93,9 +106,16 @@ def test_code_swapped_in_the_calling_half_is_reported_and_costs_only_the_swapper
                and "changed_argument.__code__" in reason for status, points, reason in rows.values()), rows
 
 
+def test_what_a_rule_of_how_stands_on_switched_off_is_reported_and_not_graded(graded):
+    for name, (_, label) in SWITCHED_OFF.items():
+        rows = graded[name]
+        assert all(status == "error" and points == "0" and "replaced part of the grader's recorder" in reason
+                   and label in reason for status, points, reason in rows.values()), (name, rows)
+
+
 def test_the_honest_classmate_keeps_full_marks(graded):
     assert sorted(graded) == sorted(["honest.ipynb", "looks.ipynb", "alias.ipynb", "alias_import.ipynb",
-                                     "code_swap.ipynb"])
+                                     "code_swap.ipynb", *SWITCHED_OFF])
     assert {t: r[:2] for t, r in graded["honest.ipynb"].items()} == {t: ("passed", "1") for t in CH02}
 
 

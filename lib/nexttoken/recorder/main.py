@@ -129,15 +129,27 @@ def recorder_parts():
     import types
 
     import torch
+    import torch.nn.functional
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
 
     spaces = [("builtins", vars(builtins)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
               ("nexttoken.recorder.watches.WATCHES", watches.WATCHES)]
     spaces += [(module.__name__, vars(module))
                for module in (calling, contract, watches, wire, notebook, sys.modules[__name__])]
+    # What the rules and the checks of how stand on, outside the recorder's own modules: the modes that see
+    # torch's calls (a no-op __enter__ switched a rule off), nn.Module's hooks (a no-op
+    # register_forward_pre_hook blinded the cache check), torch's other softmax homes, and sys's hooks
+    # (a replaced setprofile blinded the library-call watch and hid its own "removed" note).
+    spaces += [("torch.overrides", vars(torch.overrides)), ("TorchFunctionMode", vars(TorchFunctionMode)),
+               ("TorchDispatchMode", vars(TorchDispatchMode)), ("torch.nn.Module", vars(torch.nn.Module)),
+               ("torch.nn.functional", vars(torch.nn.functional)), ("torch.special", vars(torch.special))]
+    hooks = ("setprofile", "getprofile", "settrace", "gettrace", "_getframe")
 
     def parts():
         found = [(f"{label}.{name}", value) for label, space in spaces for name, value in list(space.items())
                  if not (label == "builtins" and name.startswith("_"))]  # the REPL's "_" and friends
+        found += [(f"sys.{name}", getattr(sys, name, None)) for name in hooks]
         # A function's code and defaults can be swapped in place (f.__code__ = ...): watched too.
         return found + [(f"{label}.{attribute}", getattr(value, attribute, None)) for label, value in found
                         if isinstance(value, types.FunctionType)
