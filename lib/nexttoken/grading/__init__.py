@@ -21,7 +21,8 @@ so a killed grader keeps the grades already given and ``--resume`` goes on from 
     cli.py          the command line: its arguments, and its words for what the library raises
     batch.py        one grading run: the job slots, --resume, a submission through the stages, saving
     read.py         1. a submission's file, snapshotted; its answer and chapter, read as JSON text
-    run.py          2. its runs in a sandbox, followed, until every task has a result (``Job``: what a run carries)
+    run.py          2. its runs in a sandbox, until every task has a result (``Job``: what a run carries)
+    follow.py          one run followed from the grader's side, message by message (``Follower``)
     orders.py          what each run records, and the work order sent in
     protocol.py        the recorder's messages: nonce, lines, order
     judge.py        3. one task's record -> (status, reason)
