@@ -48,7 +48,7 @@ def test_the_roster_needs_its_columns_and_unique_ids(tmp_path):
         rosters.read_roster(write_roster(tmp_path, "file,student_id,name\n,a1,X\n"))
     roster = rosters.read_roster(write_roster(tmp_path, "\ufefffile,student_id,name,section\nx.ipynb,a1,X,S\n"))
     assert roster.students == [dict(file="x.ipynb", student_id="a1", name="X", email="", section="S", canvas_id="",
-                           sis_user_id="", sis_login_id="")]
+                           sis_user_id="", sis_login_id="", lms_id="")]
 
 
 def test_every_file_and_every_student_is_accounted_for():

@@ -1,7 +1,8 @@
 """An LMS's own files in: Canvas's gradebook export taken as the roster as Canvas writes it, the files of
-Canvas's "Download Submissions" placed on it by the Canvas user id in their names, ids an LMS keys by refused
-when repeated, and no 0 in canvas.csv for a student whose file may be one the roster could not place. Run
-through ``merge`` (every export from a grades CSV, seconds), and once graded for real (slow)."""
+Canvas's "Download Submissions" placed on it by the Canvas user id in their names (Moodle's grading
+worksheet and Blackboard's Grade Center export, with their downloads' names, likewise), ids an LMS keys by
+refused when repeated, and no 0 in canvas.csv for a student whose file may be one the roster could not
+place. Run through ``merge`` (every export from a grades CSV, seconds), and once graded for real (slow)."""
 
 import csv
 import shutil
@@ -50,7 +51,7 @@ def merge(tmp_path, names, roster_text, *extra):
 
 def test_canvas_gradebook_export_is_a_roster_as_it_comes(tmp_path):
     roster = rosters.read_roster(_write(tmp_path, CANVAS_EXPORT))
-    assert roster.canvas and [s["name"] for s in roster] == ["Ivanova, Daria", "Okafor, Ben", "Lee, Ann",
+    assert roster.form.name == "Canvas" and [s["name"] for s in roster] == ["Ivanova, Daria", "Okafor, Ben", "Lee, Ann",
                                                              "Moreau, Cat"]  # no Points Possible, no test student
     assert [s["student_id"] for s in roster] == ["S-07", "S-08", "4242", "S-10"]  # SIS id, else Canvas's
     assert roster.students[0]["canvas_id"] == "1001" and roster.students[0]["sis_login_id"] == "divanova"
@@ -104,6 +105,38 @@ def test_an_id_an_lms_keys_by_is_refused_when_repeated(column, lines, tmp_path):
 def test_canvas_export_repeats_are_refused_too(tmp_path):
     text = CANVAS_EXPORT.replace("\"Moreau, Cat\",1004", "\"Moreau, Cat\",1001")
     with pytest.raises(rosters.RosterError, match="lines 3 and 6: canvas_id '1001' twice"):
+        rosters.read_roster(_write(tmp_path, text))
+
+
+MOODLE_WORKSHEET = ("Identifier,Full name,Email address,Status,Grade,Maximum Grade,Grade can be changed\n"
+                   "Participant 250001,Daria Ivanova,daria@uni.example,Submitted for grading,,2.00,Yes\n"
+                   "Participant 250002,Ben Okafor,ben@uni.example,Submitted for grading,,2.00,Yes\n"
+                   "Participant 250003,Cat Moreau,cat@uni.example,No submission,,2.00,Yes\n")
+# Moodle's "Download all submissions": a folder per student (or, without folders, the same text in the name).
+MOODLE_DOWNLOADS = {"submissions/Daria Ivanova_250001_assignsubmission_file_/ch05.ipynb": "250001",
+                    "Ben Okafor_250002_assignsubmission_file_ch05 (2).ipynb": "250002"}
+BLACKBOARD_EXPORT = ("Last Name,First Name,Username,Student ID,Last Access,Availability,Chapter 5 [Total Pts: 2 "
+                     "Score] |1234\nIvanova,Daria,divanova,S-07,,Yes,\nOkafor,Ben,bokafor,S-08,,Yes,\n")
+BLACKBOARD_DOWNLOADS = {"Chapter 5_divanova_attempt_2026-12-01-10-15-00_ch05.ipynb": "S-07",
+                        "Chapter 5_bokafor_attempt_2026-12-02-09-00-00_my_ch05.ipynb": "S-08"}
+
+
+@pytest.mark.parametrize("export, downloads, form", [(MOODLE_WORKSHEET, MOODLE_DOWNLOADS, "Moodle"),
+                                                     (BLACKBOARD_EXPORT, BLACKBOARD_DOWNLOADS, "Blackboard")])
+def test_moodle_and_blackboard_exports_are_rosters_and_their_downloads_are_placed(export, downloads, form,
+                                                                                   tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert rosters.read_roster(_write(tmp_path, export)).form.name == form
+    outputs.write_csv(tmp_path / "part.csv", FIELDS, [r for name in downloads for r in rows_of(name)])
+    assert cli.main(["merge", "part.csv", "--out", "grades.csv", "--roster", "roster.csv", "--chapter", "5"]) == 0
+    assert "no_roster_entry" not in capsys.readouterr().err
+    placed = {r["submission"]: r["student_id"] for r in read(tmp_path / "grades.csv") if r["submission"] != "-"}
+    assert placed == downloads
+
+
+def test_an_lms_export_without_its_id_is_refused_naming_the_line(tmp_path):
+    text = MOODLE_WORKSHEET.replace("Participant 250002", "")
+    with pytest.raises(rosters.RosterError, match="line 3: Moodle's export gives Ben Okafor no participant id"):
         rosters.read_roster(_write(tmp_path, text))
 
 

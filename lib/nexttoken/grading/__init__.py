@@ -31,6 +31,7 @@ so a killed grader keeps the grades already given and ``--resume`` goes on from 
     exports.py         the roster's, LMS's and grading services' files, the feedback files
     report.py          the class report (OUT-report.html)
     rosters.py      the roster, matched to the files
+    lms.py             an LMS's gradebook export as the roster, and the id its downloads' names hold
     assignment.py   --chapter: the assignment's chapter and points; the refusal of a mixed batch's exports
     sandbox/        bubblewrap, cgroups, seccomp, users; policy.py: what a sandbox shows (the allow-list)
     __main__.py     python -m nexttoken.grading

@@ -1,10 +1,10 @@
 """The roster: the class as a CSV, read and checked once, and matched to the submissions' file names. Two
-forms are read: the course's own (one line per student, with the ``file`` name or pattern of their notebook)
-and Canvas's gradebook export as Canvas writes it (``CANVAS_COLUMNS``), whose students are matched to the
-files of Canvas's "Download Submissions" by the Canvas user id in each file's name (``canvas_user_id``).
-Every export keyed by student (grades.csv's and the explanations' identity columns, the gradebook, Canvas,
-Gradescope, the feedback files) is made from ``match``: a file is a student's only where exactly one roster
-line names it.
+kinds are read: the course's own form (one line per student, with the ``file`` name or pattern of their
+notebook), and an LMS's gradebook export as the LMS writes it (Canvas, Moodle, Blackboard: ``lms.FORMS``),
+whose students are matched to the files of that LMS's bulk download by the id its names hold
+(``lms.Form.id_in``). Every export keyed by student (grades.csv's and the explanations' identity columns,
+the gradebook, Canvas, Gradescope, the feedback files) is made from ``match``: a file is a student's only
+where exactly one roster line names it.
 """
 
 import csv
@@ -14,6 +14,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import lms
 
 IDENTITY = ["student_id", "name", "roster_status"]  # the columns a CSV gains with --roster
 
@@ -38,29 +40,24 @@ def folded(text: str, ignore_case: bool = False) -> str:
 
 @dataclass
 class Roster:
-    """The class: one dict per student (REQUIRED and OPTIONAL columns), how names are compared, and whether
-    it is Canvas's gradebook export (files then matched by the Canvas user id in their names)."""
+    """The class: one dict per student (REQUIRED and OPTIONAL columns, and ``lms_id``), how names are
+    compared, and the LMS whose export it is (its files then matched by the id in their names), if any."""
     students: list[dict] = field(default_factory=list)
     ignore_case: bool = False
-    canvas: bool = False
+    form: lms.Form | None = None
 
     def __iter__(self):
         return iter(self.students)
 
 
-# Canvas's gradebook export (Grades > Export): these columns, then one per assignment ("NAME (ID)"); its
-# second line is "Points Possible", and a course has a "Student, Test" (Student View's test student).
-CANVAS_COLUMNS = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
-CANVAS_NOT_STUDENTS = ("Points Possible", "Student, Test")
-# Canvas's "Download Submissions" names each file lastfirst[_LATE]_<user id>_<submission id>_<own name>.
-CANVAS_DOWNLOAD = re.compile(r"[^_]+(?:_LATE)?_(?P<user>\d+)_(?P<submission>\d+)_.+")
 # Ids an LMS keys its rows by: one of them twice would put one student's grade on two rows, or two on one.
-UNIQUE = ("student_id", "canvas_id", "sis_user_id", "sis_login_id", "email")
+UNIQUE = ("student_id", "canvas_id", "sis_user_id", "sis_login_id", "email", "lms_id")
+KEPT = (*REQUIRED, *OPTIONAL, "lms_id")  # a student's fields (lms_id: an LMS export's, never a column)
 
 
 def read_roster(path: Path, ignore_case: bool = False) -> Roster:
-    """The roster's students, each a dict of REQUIRED and OPTIONAL columns (missing optional ones: ""),
-    from the course's own form or Canvas's gradebook export."""
+    """The roster's students, each a dict of KEPT fields (missing ones: ""), from the course's own form or
+    an LMS's gradebook export."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:  # -sig: a spreadsheet's BOM is no column
             reader = csv.DictReader(f)
@@ -68,41 +65,24 @@ def read_roster(path: Path, ignore_case: bool = False) -> Roster:
             students = list(reader)
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise RosterError(f"--roster: cannot read {path} ({type(exc).__name__}: {exc})") from None
-    canvas = all(c in columns for c in CANVAS_COLUMNS) and "file" not in columns
-    if canvas:
-        students = canvas_students(path, students)
+    form = lms.form_of(columns)
+    if form is not None:
+        try:
+            students = form.students(students)
+        except ValueError as exc:
+            raise RosterError(f"--roster: {path} {exc}") from None
     missing = [c for c in REQUIRED if c not in columns]
-    if missing and not canvas:
+    if missing and form is None:
+        exports = "; ".join(f"{f.name}: {', '.join(f.columns)}" for f in lms.FORMS)
         raise RosterError(f"--roster: {path} needs the columns {', '.join(REQUIRED)} (missing: "
-                          f"{', '.join(missing)}; it has {', '.join(columns) or 'none'}), or to be Canvas's "
-                          f"gradebook export as Canvas writes it (the columns {', '.join(CANVAS_COLUMNS)}, ...)")
+                          f"{', '.join(missing)}; it has {', '.join(columns) or 'none'}), or to be an LMS's "
+                          f"gradebook export as the LMS writes it ({exports}, ...)")
     for line, student in enumerate(students, start=2):
         if not (student.get("file") or "").strip() or not (student.get("student_id") or "").strip():
             raise RosterError(f"--roster: {path} line {student.get('line', line)}: file and student_id must not "
                               "be empty")
     check_unique(path, students, ignore_case)
-    return Roster([{c: (s.get(c) or "").strip() for c in (*REQUIRED, *OPTIONAL)} for s in students], ignore_case,
-                  canvas)
-
-
-def canvas_students(path: Path, lines: list[dict]) -> list[dict]:
-    """The students of Canvas's gradebook export, in the roster's columns: student_id is the SIS User ID
-    (Canvas's user id where there is none), file the pattern of their downloads' names (matched by user id:
-    ``canvas_user_id``); the "Points Possible" line and the test student left out."""
-    students = []
-    for line, row in enumerate(lines, start=2):
-        name = (row.get("Student") or "").strip()
-        if name in CANVAS_NOT_STUDENTS:
-            continue
-        user = (row.get("ID") or "").strip()
-        if not user.isdigit():
-            raise RosterError(f"--roster: {path} line {line}: Canvas's export gives {name or 'a student'} no "
-                              f"user id (ID {user!r}): export the gradebook again from Canvas")
-        students.append({"file": f"*_{user}_*", "student_id": (row.get("SIS User ID") or "").strip() or user,
-                         "name": name, "section": row.get("Section") or "", "canvas_id": user,
-                         "sis_user_id": row.get("SIS User ID") or "", "sis_login_id": row.get("SIS Login ID") or "",
-                         "line": line})
-    return students
+    return Roster([{c: (s.get(c) or "").strip() for c in KEPT} for s in students], ignore_case, form)
 
 
 def check_unique(path: Path, students: list[dict], ignore_case: bool) -> None:
@@ -121,20 +101,13 @@ def check_unique(path: Path, students: list[dict], ignore_case: bool) -> None:
             seen[key] = line
 
 
-def canvas_user_id(base: str) -> str | None:
-    """The Canvas user id in the name Canvas's "Download Submissions" gives a file, or None."""
-    found = CANVAS_DOWNLOAD.fullmatch(base)
-    return found["user"] if found else None
-
-
 def owners(names: list[str], roster: Roster) -> dict[str, list[dict]]:
     """For each submission (its name as in the CSV), the roster students whose ``file`` matches its
-    file name (a pattern, as fnmatch reads it), both compared as ``folded`` says; for Canvas's export, the
-    student whose Canvas user id the file's name holds."""
-    if roster.canvas:
-        by_user = {s["canvas_id"]: s for s in roster}
-        return {name: [by_user[user]] if (user := canvas_user_id(Path(name).name)) in by_user else []
-                for name in names}
+    file name (a pattern, as fnmatch reads it), both compared as ``folded`` says; for an LMS's export, the
+    student whose id in that LMS the file's path holds."""
+    if roster.form is not None:
+        by_id = {s["lms_id"]: s for s in roster}
+        return {name: [by_id[found]] if (found := roster.form.id_in(name)) in by_id else [] for name in names}
     patterns = [(folded(s["file"], roster.ignore_case), s) for s in roster]
     found = {}
     for name in names:
@@ -187,14 +160,14 @@ def no_entry_detail(name: str, roster: Roster) -> str:
     base = Path(name).name
     by_name = named_after(base, roster)
     who = f"{by_name['name']} ({by_name['student_id']})" if by_name else ""
-    if roster.canvas:
-        user = canvas_user_id(base)
-        said = (f"{base} is not named as Canvas's Download Submissions names a file (lastfirst_<user id>_"
-                f"<submission id>_<file>)" if user is None else
-                f"{base} holds Canvas user id {user}, which no line of the gradebook export has (a student who "
-                "joined after it was exported? export it again)")
+    if roster.form is not None:
+        form, found = roster.form, roster.form.id_in(name)
+        said = (f"{name} is not named as {form.name}'s download names a file ({form.download})" if found is None
+                else f"{name} holds {form.name} id {found}, which no line of its export has (a student who joined "
+                     "after it was exported? export it again)")
         return (f"{said}{f'; by its name it is {who}' if who else ''}: counted for no student; give the file "
-                "its Canvas name, or merge this grades CSV with a roster of the course's own form that names it")
+                f"its {form.name} name, or merge this grades CSV with a roster of the course's own form that names "
+                "it")
     by_case = [s for s in roster if fnmatch.fnmatchcase(folded(base, True), folded(s["file"], True))]
     if by_case and not roster.ignore_case:
         return (f"{base} matches {by_case[0]['student_id']}'s roster file {by_case[0]['file']!r} but for upper and "
