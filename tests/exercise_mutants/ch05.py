@@ -94,7 +94,7 @@ def row_zero_logits(model, input_ids, max_new_tokens):
     return ids, total
 
 
-@mutant("q2", expect="new tokens after the prompt")
+@mutant("q2", expect="your loop stopped late: 1 step too many")
 def one_step_too_many(model, input_ids, max_new_tokens):
     return _scored(model, input_ids, max_new_tokens + 1 if max_new_tokens else 0)
 

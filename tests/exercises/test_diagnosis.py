@@ -112,3 +112,53 @@ def test_a_transformation_is_named_only_when_it_explains_every_input():
 def test_a_solved_parameter_is_not_named_from_one_number():
     # any one wrong number is some factor times the right one: that says nothing
     assert diagnosis.name(torch.tensor([-1900.0]), torch.tensor([-103.6])) is None
+
+
+LAYOUT = torch.arange(6)[None, :] >= torch.tensor([[2], [4], [6]])  # rows True from some place on
+
+
+@pytest.mark.parametrize("want, got", [
+    ("inverted", ~LAYOUT),
+    ("shifted", torch.cat([LAYOUT[:, 1:], torch.ones(3, 1, dtype=torch.bool)], 1)),  # one place earlier
+    ("shifted", torch.cat([torch.zeros(3, 1, dtype=torch.bool), LAYOUT[:, :-1]], 1)),  # one place later
+    ("reversed", LAYOUT.flip(-1)),
+    ("rows_swapped", LAYOUT.flip(0)),
+    ("transposed", LAYOUT.T),
+    ("row0", LAYOUT[0]),
+])
+def test_layout_families_say_nothing_of_the_answer(want, got):
+    found = diagnosis.name(LAYOUT, got)
+    assert found.family == want and found.safe == found.message and found.leading
+
+
+def test_a_loop_parts_from_the_reference():
+    right = torch.tensor([[1, 2, 7, 8, 9]])  # a prompt of 2, then 3 new tokens
+    assert family((right,), (torch.tensor([[1, 2, 7, 7, 3, 3, 5, 5]]),), Source(prompt_length=2)) == "appended_twice"
+    assert family((right,), (right[:, :4],), Source(prompt_length=2)) == "stopped_early"
+    assert family((right,), (torch.tensor([[1, 2, 7, 8, 9, 4]]),), Source(prompt_length=2)) == "stopped_late"
+    assert "new token 2 of row 0" in diagnosis.name((right,), (torch.tensor([[1, 2, 7, 3, 9]]),),
+                                                    Source(prompt_length=2)).message
+
+
+def test_a_mean_divided_by_the_wrong_count():
+    lp = torch.log(torch.tensor([[0.5, 0.2, 0.4, 0.9], [0.1, 0.3, 0.6, 0.7]]))
+    source = Source(factors=torch.exp(lp), of=lambda total, count: torch.exp(-total / count))
+    right = torch.exp(-lp.mean(-1))
+    assert family(right, torch.exp(-lp.sum(-1) / 3), source) == "count_minus_1"
+    assert family(right, torch.exp(-lp.sum(-1) / 8), source) == "count_all"
+    assert family(right, torch.exp(-lp.sum(-1) / 5), source) == "count_5"
+
+
+def test_a_product_that_underflows():
+    p = torch.full((1, 12), 1e-4)
+    assert family(torch.log(p).sum(-1), torch.log(p.prod(-1)), Source(factors=p)) == "underflow"
+
+
+def test_a_prediction_is_told_only_words_that_hide_the_answer():
+    task = Task(name="q9", function="f", title="test", kind="predict", cases=lambda: [(3, 1), (5, 2)],
+                reference=lambda T, j: torch.arange(T) >= j)
+    cases = task.cases()
+    shifted = task.verdict(task.run(lambda T, j: torch.arange(T) >= j - 1, cases), cases)
+    assert "shifted one place earlier" in shifted.summary
+    scaled = task.verdict(task.run(lambda T, j: (torch.arange(T) >= j).float() * 2, cases), cases)
+    assert "times" not in scaled.summary  # a float answer's families would show the right values

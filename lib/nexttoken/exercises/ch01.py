@@ -182,6 +182,8 @@ def _perplexity(token_log_probs):
 q3 = Question(Task(
     name="q3", function="perplexity", title="perplexity from token log-probabilities", chapter=CHAPTER,
     cases=_q3_cases, reference=_perplexity,
+    # exp(-mean log p): the factors' logs, summed, divided by their count (a count or a factor can slip)
+    source=lambda lp: Source(factors=torch.exp(lp), of=lambda total, count: torch.exp(-total / count)),
     known=[
         Known("the sign: the mean log-probability is negative; perplexity is exp of the mean *negative* "
               "log-probability (it is >= 1)", lambda lp: torch.exp(lp.mean(-1))),

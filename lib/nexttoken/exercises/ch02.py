@@ -256,7 +256,13 @@ def _changed_positions(T, j):
 
 def _q5_diagnose(args, expected, got):
     T, j = args
+    if tuple(got.shape) == (T, T):
+        raise Mistake("you returned a whole (T, T) mask: the answer has one entry per position, shape (T,), True "
+                      "where that position's row of the mask holds token j")
     if got.dtype == torch.bool and got.shape == expected.shape:
+        if got[j] and not got[:j].any() and not got[j:].all():
+            raise Mistake("not only the positions right after j: every later position, up to T - 1, reads token j "
+                          "too (its row of the mask holds every earlier token)")
         if got[:j].any():
             raise Mistake(f"positions before j = {j} cannot change: their logits are computed from tokens 0 to t "
                           "only, and token j is not among them (the mask hides it)")

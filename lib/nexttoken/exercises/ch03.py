@@ -260,6 +260,12 @@ _KINDS = [
      lambda c: 4 * c.d_model, lambda c: c.n_layers),
     ("d_model-sized bias of each block", "the attention output projection's or the MLP down projection's",
      lambda c: c.d_model, lambda c: c.n_layers),
+    ("MLP up projection of each block", "a d_model x d_ff weight and a bias of d_ff",
+     lambda c: c.d_model * c.d_ff + c.d_ff, lambda c: c.n_layers),
+    ("MLP down projection of each block", "a d_ff x d_model weight and a bias of d_model",
+     lambda c: c.d_ff * c.d_model + c.d_model, lambda c: c.n_layers),
+    ("bias of every LayerNorm", "a LayerNorm has a weight and a bias of d_model each; two per block, one final",
+     lambda c: c.d_model, lambda c: 2 * c.n_layers + 1),
 ]
 
 
@@ -269,11 +275,20 @@ def _off_by(size, have, sign):
 
 def _known_counts():
     """A count that leaves out, or counts twice, every tensor of one kind (on every configuration tried:
-    the LM head only where it is untied, a block's tensors once per block)."""
+    the LM head only where it is untied, a block's tensors once per block). Kinds of the same total on every
+    configuration (a block's two LayerNorms and its attention biases, 4 d_model each) are named together:
+    the count cannot say which one it missed."""
+    configs = [c for (c,) in _config_cases()]
+    groups = {}
+    for kind in _KINDS:
+        _, _, size, have = kind
+        groups.setdefault(tuple(size(c) * have(c) for c in configs), []).append(kind)
     known = []
-    for what, shape, size, have in _KINDS:
-        known.append(Known(f"your count leaves out the {what} ({shape}): add it", _off_by(size, have, -1)))
-        known.append(Known(f"your count has the {what} ({shape}) twice: count it once", _off_by(size, have, +1)))
+    for kinds in groups.values():
+        what = ", or ".join(f"the {what} ({shape})" for what, shape, _, _ in kinds)
+        _, _, size, have = kinds[0]
+        known.append(Known(f"your count leaves out {what}: add it", _off_by(size, have, -1)))
+        known.append(Known(f"your count has {what} twice: count it once", _off_by(size, have, +1)))
     return known
 
 
@@ -315,6 +330,10 @@ q3 = Question(Task(
               "final)", lambda c: _count(c, no_norms=True)),
         Known("the MLP's hidden width is config.d_ff, not always 4 * d_model", lambda c: _count(c, d_ff=4 * c.d_model)),
         Known("you counted one block; there are config.n_layers", lambda c: _count(c, blocks=1)),
+        Known("the LM head has no bias (a Linear(d_model, vocab_size, bias=False)): your count has vocab_size more "
+              "where the head is a matrix of its own", lambda c: _count(c) + (0 if c.tie_embeddings else c.vocab_size)),
+        Known("the position table has context_length rows, one per position, not vocab_size",
+              lambda c: _count(c) + (c.vocab_size - c.context_length) * c.d_model),
         *_known_counts(),
     ],
     hints=("List the model's weight matrices and vectors from chapter 3's diagram, then multiply out "

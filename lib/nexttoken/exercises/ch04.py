@@ -173,6 +173,61 @@ def _last_position_logits(model, input_ids, slice_at=-1, norm=True, mask=True):
     return model.lm_head(model.final_norm(h) if norm else h)
 
 
+@torch.no_grad()
+def _varied_pass(model, input_ids, piece):
+    """Chapter 3's forward pass to the last position's logits with one piece of it done another way (``piece``:
+    a key of ``_PIECES``), as a learner building it by hand might."""
+    T = input_ids.shape[1]
+    x = model.token_embedding(input_ids)
+    if piece != "no_positions":
+        x = x + model.position_embedding(torch.arange(T) + (piece == "positions_from_1"))
+    if piece == "norm_first":
+        x = model.final_norm(x)
+    if piece == "sliced_before":
+        x, T = x[:, -1:], 1
+    mask = ~causal_mask(T) if piece == "mask_inverted" else causal_mask(T)
+    blocks = {"blocks_reversed": list(model.blocks)[::-1], "last_block_only": model.blocks[-1:],
+              "first_block_only": model.blocks[:1]}.get(piece, model.blocks)
+    for block in blocks:
+        y, _ = block(x, mask)
+        x = x + y if piece == "residual_again" else y
+    h = x.mean(1) if piece == "mean_positions" else x[:, -1]
+    if piece != "norm_first":
+        h = model.final_norm(h)
+    if piece == "norm_twice":
+        h = model.final_norm(h)
+    return h @ model.token_embedding.weight.T if piece == "tied_head" else model.lm_head(h)
+
+
+# Each piece of the forward pass done another way, and what that piece should be (chapter 3's pass, in order).
+_ONE_BLOCK = "only one of the model's blocks ran: every block of model.blocks runs, in order, each on the last's output"
+_PIECES = {
+    "no_positions": "the position vectors are missing: the blocks read token vectors plus position vectors, "
+                    "model.position_embedding(torch.arange(T))",
+    "positions_from_1": "the positions are counted from 1: the first token is at position 0, torch.arange(T)",
+    "norm_first": "the final norm came before the blocks: it comes after the last block, just before the LM head",
+    "norm_twice": "the final norm is applied twice: once, after the last block",
+    "blocks_reversed": "the blocks ran in reverse order: model.blocks in order, block 0 first",
+    "last_block_only": _ONE_BLOCK,
+    "first_block_only": _ONE_BLOCK,
+    "residual_again": "you added each block's input to its output: a block adds its residual itself, x, _ = "
+                      "block(x, mask)",
+    "sliced_before": "you kept the last position before the blocks: attention mixes positions, so every block "
+                     "needs every position; keep x[:, -1, :] after the blocks, before the final norm",
+    "mask_inverted": "the mask is inverted: True marks what a position may read, causal_mask(T) as it is (no ~)",
+    "tied_head": "you multiplied by the token embedding's matrix: these models' LM head is a matrix of its own "
+                 "(untied); apply model.lm_head",
+    "mean_positions": "you averaged the positions' vectors: the last position's alone predicts the next token, "
+                      "x[:, -1, :]",
+}
+
+
+def _q4_source(model, input_ids):
+    with torch.no_grad():
+        every = model(input_ids)
+    return Source(logits=every[:, -1], every=every)
+
+
 def _q4_diagnose(args, expected, got):
     model, ids = args
     if tuple(got.shape) == (ids.shape[0], 1, model.config.vocab_size):
@@ -185,6 +240,7 @@ q4 = Question(Task(
     cases=lambda: [(small_model(21), random_ids(21, 1, 4)), (small_model(23), random_ids(23, 1, 1)),
                    (small_model(22), random_ids(22, 3, 7)), (small_model(24), random_ids(24, 2, 16))],
     reference=_last_position_logits, diagnose=_q4_diagnose, watch=watches.head_on_last_position_only,
+    source=_q4_source,
     known=[
         Known("you kept the first position; the last one predicts the next token",
               lambda m, ids: _last_position_logits(m, ids, slice_at=0)),
@@ -193,6 +249,7 @@ q4 = Question(Task(
         Known("future positions are visible in the blocks: pass causal_mask(T) to each block (the last "
               "position's output depends on the other positions' earlier layers)",
               lambda m, ids: _last_position_logits(m, ids, mask=False)),
+        *[Known(words, lambda m, ids, piece=piece: _varied_pass(m, ids, piece)) for piece, words in _PIECES.items()],
     ],
     hints=("With GPT-2's vocabulary the LM head is the model's biggest matrix, and its work on every "
            "position but the last is thrown away. Where in chapter 3's forward pass can you drop the other positions?",

@@ -4,10 +4,13 @@ import torch
 
 from ..chain_rule import token_log_probs
 from ..generate import generate, sample
+from ..tokenizer import END_OF_TEXT_ID
 from ..recorder import watches
 from .common import (NO_GENERATE, advanced_generator, bigram_table, count_new_tokens, flat_model, loop_case,
                      loop_params, loud, overflowed, random_ids, small_model, with_gpt2_eos)
-from .feedback import describe, show
+from . import diagnosis
+from .diagnosis import Source
+from .feedback import describe, matches, show
 from .generated import Generated
 from .task import Known, Mistake, Question, Task
 
@@ -113,6 +116,15 @@ def _generate_scored(model, input_ids, max_new_tokens):
     return ids, _new_token_log_prob(model, ids, input_ids.shape[1])
 
 
+@torch.no_grad()
+def _q2_source(model, input_ids, max_new_tokens):
+    """The reference loop's steps, for the diagnosis: each step's log-probabilities (from one pass over the
+    output, as the reference scores it), the tokens chosen and the last token each step read."""
+    ids, P = generate(model, input_ids, max_new_tokens), input_ids.shape[1]
+    steps = torch.log_softmax(model(ids)[:, P - 1:-1].float(), -1)
+    return Source(prompt_length=P, steps=steps, chosen=ids[:, P:], fed=ids[:, P - 1:-1])
+
+
 def _q2_diagnose(args, expected, got):
     model, ids, n = args
     if not isinstance(got, (tuple, list)):
@@ -124,6 +136,11 @@ def _q2_diagnose(args, expected, got):
         return
     count_new_tokens(ids, n, got[0])
     B = ids.shape[0]
+    if n > 0 and isinstance(got[1], torch.Tensor) and tuple(got[1].shape) == (B, B) \
+            and matches(expected[1][:, None].expand(B, B), got[1]):
+        raise Mistake(f"log_prob is ({B}, {B}), not ({B},), each column the right sums: a step's score kept as a "
+                      f"column (B, 1), added to a total of shape (B,), broadcasts to a (B, B) table. Keep each "
+                      f"step's score as (B,): gather(...)[:, 0], or squeeze(-1)")
     if n > 0 and isinstance(got[1], torch.Tensor) and tuple(got[1].shape) == (B, B):
         raise Mistake(f"log_prob is ({B}, {B}), not ({B},): log_probs[:, next_id] takes every row's entries at "
                       f"every row's token, a (B, B) table (the entries you want are its diagonal). Take each row's "
@@ -133,10 +150,21 @@ def _q2_diagnose(args, expected, got):
         raise Mistake(f"log_prob should be a float tensor of shape (B,) = ({B},), one sum per row of input_ids"
                       f"{' (zeros: with max_new_tokens = 0 there is nothing to score)' if n == 0 else ''}; yours "
                       f"is {describe(got[1])}")
-    if torch.equal(got[0], expected[0]) and (got[1] > 0).any():
+    if n == 0 and torch.equal(got[0], expected[0]) and (got[1] != 0).any():
+        raise Mistake("with max_new_tokens = 0 there are no new tokens to score, so log_prob should be zeros (a sum "
+                      "of no terms): score the new tokens only, not the prompt's, on a total that starts from "
+                      "torch.zeros(B)")
+    if torch.equal(got[0], expected[0]) and (got[1] > 0).any() and diagnosis.name(expected, got) is None:
         raise Mistake("log_prob is above 0, so it is not a log-probability: a probability is at most 1 and its "
                       "log at most 0. Take each chosen token's log-softmax (not its logit, nor a probability "
                       "summed), and sum those")
+
+
+def _flat_gpt2_model(seed):
+    model = small_model(seed, vocab_size=END_OF_TEXT_ID + 1)
+    with torch.no_grad():
+        model.lm_head.weight.mul_(0.01)
+    return model
 
 
 def _scored_loop(score, combine=sum, read=lambda ids, prompt: ids, pick=lambda logits: logits[:, -1], empty=0.0):
@@ -174,9 +202,12 @@ q2 = Question(Task(
                    (small_model(120), random_ids(120, 1, 1), 15),  # 1 + 15 = context_length 16, the longest
                    # GPT-2's vocabulary, whose greedy tokens hold its EOS id 50256 at step 2: a loop that stops
                    # there is not the task's (exactly max_new_tokens; EOS comes in chapter 6)
-                   (*with_gpt2_eos(140), 6)],
+                   (*with_gpt2_eos(140), 6),
+                   # GPT-2's vocabulary and a flat head: the chosen tokens' probabilities, near 1 / 50257, multiply
+                   # to below float32's smallest number within 15 steps, so a product of them underflows to 0
+                   (_flat_gpt2_model(150), random_ids(150, 1, 1), 15)],
     generated=Generated(loop_params, loop_case),  # then 0 to 15 new tokens from prompts of 1 to 16, 1 to 3 rows
-    reference=_generate_scored, diagnose=_q2_diagnose, forbid=NO_GENERATE,
+    reference=_generate_scored, diagnose=_q2_diagnose, forbid=NO_GENERATE, source=_q2_source,
     known=[
         Known("every new token is the same one: each step must run the model on the sequence so far, "
               "including the tokens it just generated (feed the loop's output back in, and read its last "

@@ -8,6 +8,7 @@ from ..tokenizer import END_OF_TEXT_ID
 from ..generate import generate
 from ..model import Decoder, DecoderConfig
 from ..recorder.words import tokens
+from .feedback import overflowed
 from .task import Mistake, shortcut_rule
 
 # The rule of every task that rebuilds the loop or a step of it (chapters 5, 6 and 7): Task(forbid=NO_GENERATE).
@@ -95,12 +96,6 @@ def rows_far_apart(seed: int, gap: float = 110.0):
         if peaks.max() - peaks.min() > gap and last[0].argmax() != last[1].argmax():
             return model, ids
     raise ValueError(f"no seed from {seed} gives two rows {gap} apart")
-
-
-def overflowed(what: str, peak: float) -> str:
-    """Why a softmax by hand gave inf or NaN: ``what`` (the logits, the scores) reach ``peak``."""
-    return (f"the {what} reach {peak:.0f}, and exp of anything above 88 overflows float32 to inf (inf / inf is "
-            "NaN). Subtract each row's maximum before exp, or use torch.softmax, which does")
 
 
 def overflow(logits) -> None:

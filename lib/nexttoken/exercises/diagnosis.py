@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .feedback import matches
+from ..tokenizer import END_OF_TEXT_ID
+from .feedback import matches, overflowed
 
 # The epsilons and clamps learners put before a log, and the temperatures they try (solved for exactly where
 # the output is a distribution; tried from this list where it is a log-probability).
@@ -33,19 +34,34 @@ class Source:
     normalises or returns as they are, with ``pick`` making the answer's shape of per-vocabulary values
     (gathering the targets; none: the answer is (..., V)); ``every`` (B, T, V), the logits of every position
     when ``logits`` is one of them, ``every[:, at]``; or ``factors`` (..., T), the probabilities whose
-    logs, added over the last dimension, are the answer."""
+    logs, added over the last dimension, give the answer: ``of(total, count)`` (the sum itself by default;
+    a perplexity is exp(-total / count)). For a loop that generates and scores (a pair (ids, score)):
+    ``prompt_length``, and ``steps`` (B, n, V), each step's log-probabilities, the score being the sum of
+    the chosen tokens' (``chosen`` (B, n)); ``fed`` (B, n) is the last token each step read."""
     logits: torch.Tensor | None = None
     pick: Callable | None = None
     every: torch.Tensor | None = None
     at: int = -1
     factors: torch.Tensor | None = None
+    of: Callable | None = None
+    prompt_length: int | None = None
+    steps: torch.Tensor | None = None
+    chosen: torch.Tensor | None = None
+    fed: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
 class Finding:
-    """A named transformation: its family (the same key in every task) and the learner's words."""
+    """A named transformation: its family (the same key in every task) and the learner's words. ``safe``: the
+    words that show nothing of the right answer (its values or its shape), which a prediction's first tries
+    may be told; None where the finding cannot be said without them. ``leading``: it says how the whole output
+    was made (a loop's steps, a layout's boundary), so it is told before a task's own rules, which state one
+    fact of one input."""
     family: str
     message: str
+    safe: str | None = None
+    leading: bool = False
+    weak: bool = False  # consistent with this family but no evidence of it: confirms it, never proposes it
 
 
 def _num(x) -> str:
@@ -83,10 +99,24 @@ def name(expected, got, source: Source | None = None) -> Finding | None:
     return next(findings(expected, got, source), None)
 
 
-def findings(expected, got, source: Source | None = None):
+def may_lead(expected) -> bool:
+    """Whether a wrong output of this right answer can have a leading finding: a layout's, a loop's."""
+    return isinstance(expected, (tuple, list)) or (isinstance(expected, torch.Tensor) and expected.dtype == torch.bool)
+
+
+def findings(expected, got, source: Source | None = None, leading: bool = False):
     """Every transformation of the right answer that the output is, most telling first (on one input two
-    can agree: with logits in the hundreds, a logsumexp whose maximum was not added back is the logits)."""
+    can agree: with logits in the hundreds, a logsumexp whose maximum was not added back is the logits).
+    ``leading``: only where leading ones can be (a layout, a loop's ids), the rest not tried."""
+    if isinstance(expected, (tuple, list)) and isinstance(got, (tuple, list)) and len(got) == len(expected):
+        yield from _in_pair(expected, got, source, leading)
+        return
     if not (isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor)) or got.is_complex():
+        return
+    if expected.dtype == torch.bool:
+        yield from _layout(expected, got)
+        return
+    if leading:
         return
     if tuple(got.shape) != tuple(expected.shape):
         every = source.every if source is not None else None
@@ -100,12 +130,130 @@ def findings(expected, got, source: Source | None = None):
         return
     if source is not None and source.logits is not None and torch.isnan(got).any() \
             and not torch.isnan(expected).any() and float(source.logits.max()) > 88:
-        from .common import overflowed  # common needs task, which needs this module: imported when used
         yield Finding("overflow", f"NaN: {overflowed('logits', float(source.logits.max()))}")
     with torch.no_grad():
         yield from _from_logits(expected, got, source)
         yield from _from_factors(expected, got, source)
         yield from _from_expected(expected, got)
+
+
+def _in_pair(e, g, source, leading=False):
+    """A pair (ids, score) of a loop, judged at its first wrong element: the ids by where the loop parted from
+    the reference's, the score by the families of a number (and of a loop's steps, from ``source``)."""
+    for i, (right, mine) in enumerate(zip(e, g)):
+        if matches(right, mine):
+            continue
+        if i == 0 and source is not None and source.prompt_length is not None:
+            yield from _parting(right, mine, source.prompt_length)
+            return
+        for found in findings(right, mine, source if i == 1 else None, leading):
+            yield Finding(found.family, f"element {i} of your output: {found.message}", leading=found.leading)
+        if i == 1 and source is not None and source.steps is not None and not leading:
+            yield from _from_steps(right, mine, source)
+        return
+
+
+def _parting(e, g, P):
+    """The ids of a greedy loop against the reference's: how the new tokens part from the right ones."""
+    if not (isinstance(g, torch.Tensor) and g.dim() == 2 and g.shape[0] == e.shape[0] and g.shape[1] >= P
+            and torch.equal(g[:, :P], e[:, :P])):
+        return
+    right, mine = e[:, P:], g[:, P:]
+    n, m = right.shape[1], mine.shape[1]
+    if n and m == 2 * n and torch.equal(mine[:, ::2], mine[:, 1::2]) and torch.equal(mine[:, 0], right[:, 0]):
+        yield Finding("appended_twice", f"every new token is appended twice ({m} new tokens for max_new_tokens = "
+                                        f"{n}, in pairs): append each step's token once", leading=True)
+    elif m != n and torch.equal(mine[:, :min(n, m)], right[:, :min(n, m)]):
+        how, end, k = ("too many", "late", m - n) if m > n else ("too few", "early", n - m)
+        after = ""
+        if m < n and m and bool((mine[:, -1] == END_OF_TEXT_ID).all()):
+            after = f", right after GPT-2's EOS id {END_OF_TEXT_ID}, but this loop has no EOS rule"
+        yield Finding("stopped_" + end, f"your loop stopped {end}{after}: {k} step{'s' * (k != 1)} {how} ({m} new "
+                                        f"token{'s' * (m != 1)} where max_new_tokens = {n}; the ones it made are "
+                                        f"right): one step per new token, range(max_new_tokens)", leading=True)
+    elif m == n and n:
+        step = int((mine != right).any(0).nonzero()[0])
+        row = int((mine[:, step] != right[:, step]).nonzero()[0])
+        yield Finding("parted", f"your loop parts from the greedy one at new token {step + 1} of row {row}: "
+                                f"{int(mine[row, step])} where the argmax of that step's logits is "
+                                f"{int(right[row, step])} (the steps before it are right)")
+
+
+def _from_steps(e, g, source):
+    """A loop's score against the steps it took: the wrong entry of each step's log-probabilities added, or
+    their product taken (which underflows)."""
+    lp, chosen, fed = source.steps.double(), source.chosen, source.fed
+    if lp.shape[1] == 0:
+        return
+    if _same(lp.sum(-1).sum(-1), g):
+        yield Finding("whole_vocabulary", "log_prob adds the log-probabilities of the whole vocabulary at each "
+                                          "step: take the chosen token's entry alone (gather with its id)")
+    if fed is not None and _same(lp.gather(-1, fed[..., None])[..., 0].sum(-1), g):
+        yield Finding("wrong_token", "log_prob scores the wrong token: at each step it takes the log-probability "
+                                     "of the last token the model read, not of the token the step chose")
+    for t in TEMPERATURES:  # each step's logits over t: log-probabilities are logits up to a shift, which it keeps
+        if _same(torch.log_softmax(lp / t, -1).gather(-1, chosen[..., None])[..., 0].sum(-1), g):
+            yield Finding("temperature", _temperature_words(t, "log-probabilities"))
+    product = torch.exp(lp.gather(-1, chosen[..., None])[..., 0]).float().prod(-1)
+    if bool((product == 0).any()) and _same(torch.log(product), g):
+        yield Finding("underflow", _underflow_words("the chosen tokens' probabilities"))
+
+
+def _underflow_words(what) -> str:
+    # the output cannot tell a product of probabilities that underflowed from one of their inverses that overflowed
+    return (f"a product of {what} left float32's range: a product of many probabilities underflows to 0 (below "
+            f"about 1e-45), one of their inverses overflows to inf, and its log is then infinite. Add the logs "
+            f"instead of multiplying (the chain rule's sum)")
+
+
+def _layout(e, g):
+    """A bool layout (a mask, the positions that change, the padded slots): the right one inverted, shifted by
+    one place along the last dimension, reversed, with its rows reversed or all alike, or transposed. None of
+    the words shows the answer."""
+    if g.dtype != torch.bool:
+        return
+    if tuple(g.shape) != tuple(e.shape):
+        if g.dim() == 2 and tuple(g.shape) == tuple(e.shape)[::-1] and e.shape[0] != e.shape[1] \
+                and torch.equal(e.T, g):
+            words = ("your layout is transposed: rows and columns swapped (one row per row of the input, one "
+                     "column per position or slot)")
+            yield Finding("transposed", words, safe=words, leading=True)
+        if e.dim() == 2 and tuple(g.shape) == tuple(e.shape[1:]) and torch.equal(e[0], g):
+            words = "you gave row 0 alone: the answer has one row per row of the input"
+            yield Finding("row0", words, safe=words, leading=True)
+        return
+
+    def told(family, words):
+        return Finding(family, words, safe=words, leading=True)
+    if torch.equal(~e, g):
+        yield told("inverted", "True and False are swapped: every entry is the opposite of the right one (a "
+                               "condition inverted: > where <= is meant, or a ~ too many)")
+    if e.shape[-1] == 1 and not torch.equal(e, g):  # a shift moves every entry out of sight: not contradicted
+        yield Finding("shifted", "", safe="", weak=True)
+    if e.shape[-1] > 1 and not torch.equal(e, g):
+        if torch.equal(g[..., :-1], e[..., 1:]):
+            yield told("shifted", "each row's True entries are shifted one place earlier (towards index 0) than "
+                                  "the right ones: an off-by-one at the boundary (is the boundary itself, such as "
+                                  "position j or a row's EOS step, on the right side? places counted from 0 or from "
+                                  "1?)")
+        if torch.equal(g[..., 1:], e[..., :-1]):
+            yield told("shifted", "each row's True entries are shifted one place later (away from index 0) than "
+                                  "the right ones: an off-by-one at the boundary (is the boundary itself, such as "
+                                  "position j or a row's EOS step, on the right side? places counted from 0 or from "
+                                  "1?)")
+        if torch.equal(e.flip(-1), g):
+            yield told("reversed", "your entries are in reverse order along the last dimension, as if the places "
+                                   "were counted from the end: index 0 is the first position")
+    if e.dim() >= 2 and e.shape[0] > 1 and not torch.equal(e, e[:1].expand_as(e)):
+        if torch.equal(e.flip(0), g):
+            yield told("rows_swapped", ROWS_SWAPPED)
+        if torch.equal(g, g[:1].expand_as(g)):  # a fact, not how the output was made: after a task's rules
+            yield Finding("rows_alike", ROWS_ALIKE, safe=ROWS_ALIKE)
+
+
+ROWS_SWAPPED = "your rows are the right ones in reverse order: row i of the output belongs to row i of the input"
+ROWS_ALIKE = ("every row of your output is the same, but the rows' right answers differ: one answer for the "
+              "whole batch, where each row needs its own")
 
 
 def _reshaped(e, g):
@@ -133,10 +281,13 @@ def _reshaped(e, g):
     if not (e.is_floating_point() and g.is_floating_point()):
         return
     if g.dim() == 0 and e.dim() >= 1:
-        for how, total in (("summed", e.sum()), ("averaged", e.mean())):
+        for how, total in (("summed", e.sum()), ("averaged", e.mean())) if e.numel() > 1 else ():  # one: not sure how
             if _same(total, g):
                 yield Finding("one_value", f"one value for the whole batch: you {how} the right values over "
                                             f"every dimension; the task asks for {tuple(e.shape)}, one per row")
+        if e.dim() == 1:  # (B,) asked: one number is one value for the whole batch, whatever it holds
+            yield Finding("one_value", f"one value for the whole batch, shape (): the task asks for one per row, "
+                                       f"{tuple(e.shape)}")
     if g.dim() + 1 == e.dim():
         for d in range(e.dim()):
             if tuple(g.shape) != tuple(e.shape[:d] + e.shape[d + 1:]):
@@ -217,6 +368,12 @@ def _from_logits(e, g, source):
     for family, values, message in halves:
         if right in ("probs", "log_probs") and fits(values):
             yield Finding(family, message())
+    yield from _elsewhere(x, source, right, asked, forms, fits)
+
+
+def _elsewhere(x, source, right, asked, forms, fits):
+    """The right form, computed from the wrong place: another axis, another position, a mean over positions,
+    an epsilon or a clamp before the log, a temperature."""
     for d in range(x.dim() - 1):  # normalised along another axis than the vocabulary
         along_d = _forms(x.movedim(d, -1))[right].movedim(-1, d)
         if right in ("probs", "log_probs") and fits(along_d):  # over a size-1 axis: every entry 1 (or 0)
@@ -260,13 +417,18 @@ def _temperature_words(t, asked) -> str:
 
 
 def _from_factors(e, g, source):
-    """For a sum of log-probabilities: a factor left out, the log of a sum, an epsilon before the log."""
+    """For what is built from a sum of log-probabilities, ``of(total, count)``: a factor left out, the log of
+    a sum, an epsilon before the log, a product that underflowed, a mean divided by the wrong count."""
     if source is None or source.factors is None:
         return
     p = source.factors.double()
     T = p.shape[-1]
+    of = source.of or (lambda total, count: total)
+
+    def fits(total, count=T):  # in the output's precision: exp(500) is inf in float32, as the learner's is
+        return _same(of(total, count).to(g.dtype), g)
     for which, kept in (("first", p[..., 1:]), ("last", p[..., :-1])):
-        if _same(torch.log(kept).sum(-1), g):
+        if fits(torch.log(kept).sum(-1), T - 1):
             if T == 1:  # leaving out either gives the empty sum, 0: which one is not sure
                 yield Finding("factor_missing", "you left out a factor: with T = 1 a row's log-probability is "
                                                 "log p_1, and your sum is empty, 0 (a slice such as [1:] or "
@@ -274,18 +436,39 @@ def _from_factors(e, g, source):
             else:
                 yield Finding("factor_missing", f"you left out the {which} factor: a row's log-probability adds "
                                                  f"the logs of all its {T} factors, log p_1 + ... + log p_{T}")
-    if _same(torch.log(p.sum(-1)), g):
+    if fits(torch.log(p.sum(-1))):
         yield Finding("log_of_sum", "you took the log of the sum of the probabilities (logsumexp of their logs "
                                      "is that too): the log of a *product* is the sum of the logs")
-    if _same(torch.logsumexp(p, -1), g):
+    if fits(torch.logsumexp(p, -1)):
         yield Finding("logsumexp", "a logsumexp of the probabilities is log(exp(p_1) + ... + exp(p_T)): it adds "
                                     "numbers given as logs, but these are probabilities; take log of each, then sum")
-    if _same(torch.log1p(p).sum(-1), g):
+    if fits(torch.log1p(p).sum(-1)):
         yield Finding("log1p", "you took log(1 + p) (log1p) of each factor: the chain rule adds log p")
+    product = p.float().prod(-1)
+    if bool((product == 0).any()) and fits(torch.log(product).double()):
+        yield Finding("underflow", _underflow_words("the probabilities"))
     for eps in EPSILONS:
         for values in (p.clamp(min=eps), p + eps):
-            if _same(torch.log(values).sum(-1), g):
+            if fits(torch.log(values).sum(-1)):
                 yield Finding("epsilon", _epsilon_words(eps))
+    if source.of is not None:  # a mean: the right total, divided by another count than the row's T
+        yield from _counts(p, T, fits)
+
+
+def _counts(p, T, fits):
+    """A mean over a row's T factors divided by another count: T - 1, every entry of the batch, or one number
+    written into the code (which fits a row of that length only)."""
+    total = torch.log(p).sum(-1)
+    if fits(total, T - 1):  # with T = 1 that divides by 0
+        yield Finding("count_minus_1", f"you divided by N - 1 = {T - 1}: the mean divides the sum by the number of "
+                                       f"tokens in a row, N = {T} (shape[-1])")
+    if p.dim() == 2 and p.shape[0] > 1 and fits(total, p.numel()):
+        yield Finding("count_all", f"you divided each row's sum by the number of entries of the whole batch, "
+                                   f"{p.numel()} (B x N, numel()): a row's mean divides by its own N = {T}")
+    for k in range(1, 65):
+        if k != T and fits(total, k):
+            yield Finding(f"count_{k}", f"you divided by {k} whatever the row's length (a number of tokens "
+                                        f"hard-coded?): this row has N = {T}; divide by its own length, shape[-1]")
 
 
 def _from_expected(e, g):

@@ -223,3 +223,9 @@ def unrevealed(expected, got) -> str:
             return f"got:      {shown}, with its only entry wrong"
         return f"got:      {shown}, with {wrong} of its {got.numel()} entries wrong"
     return f"got:      {describe(got)}"
+
+
+def overflowed(what: str, peak: float) -> str:
+    """Why a softmax by hand gave inf or NaN: ``what`` (the logits, the scores) reach ``peak``."""
+    return (f"the {what} reach {peak:.0f}, and exp of anything above 88 overflows float32 to inf (inf / inf is "
+            "NaN). Subtract each row's maximum before exp, or use torch.softmax, which does")

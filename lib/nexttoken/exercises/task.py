@@ -165,11 +165,15 @@ class Task:
         if difference is None:
             return None
         message = None
+        hidden = self.kind == "predict" and not revealing  # no words that show the answer
         if difference.kind != "type" or not matches(expected, value):  # a dtype slip alone is named as such
-            message = self._known_mistake(tried) or self._diagnosis(args, expected, value)
-            if message is None and (self.kind != "predict" or revealing):  # its words would show the answer
-                message = self._named_transformation(args, expected, value, tried)
-                if message is not None and difference.kind == "shape":  # the headline no longer says them
+            # how the whole output was made (a loop's steps, a layout's boundary) comes before a rule's fact
+            message = self._known_mistake(tried) \
+                or self._named_transformation(args, expected, value, tried, leading=True, hidden=hidden) \
+                or self._diagnosis(args, expected, value)
+            if message is None:
+                message = self._named_transformation(args, expected, value, tried, hidden=hidden)
+                if message is not None and difference.kind == "shape" and not hidden:  # the shapes, then
                     return self._failed(args, message, f"shape: expected {tuple(expected.shape)}, got "
                                                        f"{tuple(value.shape)}\n   {difference.evidence}".rstrip())
         if self.kind == "predict" and not revealing:  # nor the expected shape, which is part of the answer
@@ -216,25 +220,36 @@ class Task:
             pass
         return None
 
-    def _named_transformation(self, args, expected, value, tried) -> str | None:
+    def _named_transformation(self, args, expected, value, tried, leading=False, hidden=False) -> str | None:
         """What the output is, in the shared vocabulary (``diagnosis``): the first transformation of the right
         answer that explains every output tried (each is right, or that transformation of its right answer);
-        else a fact about the output (its rows do not sum to 1), or None."""
+        else a fact about the output (its rows do not sum to 1), or None. ``leading``: only the findings told
+        before the task's own rules; ``hidden``: only words that do not show the answer (a prediction's)."""
         if self.atol < 1e-4:  # the diagnosis matches within 1e-4: coarser than this task's own tolerance
             return None
+        if leading and not diagnosis.may_lead(expected):  # before building a source, which can cost a loop
+            return None
         try:
-            candidates = list(diagnosis.findings(expected, value, self._source(args)))
+            candidates = [found for found in diagnosis.findings(expected, value, self._source(args), leading)
+                          if (found.leading or not leading) and (found.safe is not None or not hidden)
+                          and not found.weak]
+            if leading and not candidates:
+                return None
             if not candidates and not isinstance(expected, str):
-                return diagnosis.properties(expected, value, self._source(args))
+                return None if hidden else diagnosis.properties(expected, value, self._source(args))
             # the other inputs' right answers, computed only now: a reference can be a whole generation loop
             rights = [(self.reference(*copy_args(a)), got, a) for a, got in tried]
             others = [(right, got, self._source(a)) for right, got, a in rights
                       if compare(right, got, atol=self.atol) is not None]
             for found in candidates:
-                if all(any(again.family == found.family for again in diagnosis.findings(*other))
+                if all(any(again.family == found.family for again in diagnosis.findings(*other, leading=leading))
                        for other in others):
-                    return found.message
+                    return found.safe if hidden else found.message
+            if leading:
+                return None
             found = diagnosis.across([(right, got) for right, got, _ in rights])
+            if hidden:
+                return found.safe if found else None
             return found.message if found else diagnosis.properties(expected, value, self._source(args))
         except Exception:  # a transformation that does not apply to this output
             return None
