@@ -263,3 +263,47 @@ def rehearse(block: str, scratch: Path):
     graded = [t for t in results["tests"] if t["visibility"] == "visible"]
     assert len(graded) >= 3 and all(t["status"] == "passed" and t["name"].startswith("ch01.") for t in graded)
     assert results["score"] == sum(t["max_score"] for t in graded)
+
+
+@pytest.mark.slow  # grades three notebooks with --held-out in the sandbox, then merges: about a minute
+def test_the_first_upload_commands_run_as_written_on_a_class_as_canvas_downloads_it(tmp_path):
+    """guide/instructors/before_you_upload.md's grading and merge commands, as written (the course's Python
+    named by its full path), in a folder holding submissions/ and roster.csv as Canvas exports it: every
+    file Canvas named is placed, the one renamed by hand gives its student a blank (not 0) until the
+    corrected roster's merge places it, and every student who did the core gets full marks."""
+    first_upload(tmp_path)
+
+
+def first_upload(tmp_path: Path):
+    import csv
+    import shutil
+
+    page = ROOT / "guide" / "instructors" / "before_you_upload.md"
+    (grade,) = [b.replace(".venv/bin/python", PYTHON) for b in blocks(page, "bash") if "nexttoken.grade --chapter" in b]
+    (fix,) = [b.replace(".venv/bin/python", PYTHON) for b in blocks(page, "bash") if "nexttoken.grade merge" in b]
+    (tmp_path / "submissions").mkdir()
+    for name in ("ivanovadaria_1001_555_ch05.ipynb", "okaforben_LATE_1002_556_ch05-1.ipynb",
+                 "Lee Ann ch05.ipynb"):  # the last renamed by hand: Canvas's name lost
+        shutil.copyfile(ROOT / "solutions" / "ch05.ipynb", tmp_path / "submissions" / name)
+    canvas = ("Student,ID,SIS User ID,SIS Login ID,Section,Chapter 5 (4242)\n    Points Possible,,,,,1\n"
+              "\"Ivanova, Daria\",1001,S-07,divanova,A,\n\"Okafor, Ben\",1002,S-08,bokafor,A,\n"
+              "\"Lee, Ann\",1003,S-09,alee,B,\n")
+    (tmp_path / "roster.csv").write_text(canvas, encoding="utf-8")
+    fixed = ("file,student_id,name,section,canvas_id,sis_user_id,sis_login_id\n"
+             "ivanovadaria_1001_*,S-07,\"Ivanova, Daria\",A,1001,S-07,divanova\n"
+             "okaforben_*_1002_*,S-08,\"Okafor, Ben\",A,1002,S-08,bokafor\n"
+             "Lee Ann*,S-09,\"Lee, Ann\",B,1003,S-09,alee\n")
+    (tmp_path / "roster-fixed.csv").write_text(fixed, encoding="utf-8")
+
+    def points(name):
+        with open(tmp_path / name, newline="", encoding="utf-8") as f:
+            return {r["ID"]: r["Chapter 5 (4242)"] for r in csv.DictReader(f)}
+
+    done = subprocess.run(["bash", "-e", "-c", grade], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    full = str(len(__import__("nexttoken.exercises", fromlist=["chapter"]).chapter("ch05").CORE))
+    assert points("canvas.csv") == {"1001": full, "1002": full, "1003": ""}  # a blank, not 0: her file is unplaced
+    assert "by its name it is Lee, Ann (S-09)" in (tmp_path / "grades-problems.csv").read_text()
+    done = subprocess.run(["bash", "-e", "-c", fix], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert points("canvas-fixed.csv") == {"1001": full, "1002": full, "1003": full}
