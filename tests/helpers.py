@@ -163,3 +163,14 @@ def load_script(relative: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def code_cells(nb) -> list:
+    """A notebook's (nbformat's) code cells, in order."""
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def defining(nb, function: str):
+    """The one code cell of a notebook that defines ``function`` (its source starts with the def)."""
+    [cell] = [c for c in code_cells(nb) if c.source.startswith(f"def {function}(")]
+    return cell

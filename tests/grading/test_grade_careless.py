@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import code_cells, defining
 
 from nexttoken.exercises import explanations as source
 
@@ -23,15 +24,6 @@ pytestmark = [pytest.mark.slow,
 BASE = nbformat.read(ROOT / "solutions" / "ch02.ipynb", as_version=4)
 TASKS = [f"ch02.q{i}" for i in range(1, 6)]
 ANSWER = "The mask hides every later position, so the logits at t depend on tokens up to t alone."
-
-
-def code(nb) -> list:
-    return [c for c in nb.cells if c.cell_type == "code"]
-
-
-def defining(nb, function: str):
-    [cell] = [c for c in code(nb) if c.source.startswith(f"def {function}(")]
-    return cell
 
 
 def twice_defined(nb):
@@ -51,11 +43,11 @@ def loop_table(nb):
 
 def colab_import(nb):
     """import ipywidgets, which Colab has and the grader does not, before import torch."""
-    code(nb)[1].source = "import ipywidgets\n" + code(nb)[1].source
+    code_cells(nb)[1].source = "import ipywidgets\n" + code_cells(nb)[1].source
 
 
 def assigned_magic(nb):
-    code(nb)[1].source = "t = %time 1 + 1\n" + code(nb)[1].source
+    code_cells(nb)[1].source = "t = %time 1 + 1\n" + code_cells(nb)[1].source
 
 
 def writefile(nb):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from helpers import code_cells, defining
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow,
@@ -22,15 +23,6 @@ pytestmark = [pytest.mark.slow,
 BASE = nbformat.read(ROOT / "solutions" / "ch02.ipynb", as_version=4)
 TASKS = [f"ch02.q{i}" for i in range(1, 6)]
 FLOAT = "def causal_mask(T):\n    return torch.ones(T, T).tril()\n"
-
-
-def code(nb) -> list:
-    return [c for c in nb.cells if c.cell_type == "code"]
-
-
-def defining(nb, function: str):
-    [cell] = [c for c in code(nb) if c.source.startswith(f"def {function}(")]
-    return cell
 
 
 def display_debug(nb):
@@ -53,17 +45,17 @@ def restarted(nb):
     """A float draft of causal_mask above the right one kept count 14 from before a kernel restart; after it
     the learner ran every other cell (1 to 12), then q5's two cells again (13 and 14). The right one ran last,
     and the draft's stale 14 outranked it."""
-    for cell in code(nb):  # no saved times: only the counts say anything
+    for cell in code_cells(nb):  # no saved times: only the counts say anything
         cell.metadata.pop("execution", None)
     at = nb.cells.index(defining(nb, "causal_mask"))
     nb.cells.insert(at, nbformat.v4.new_code_cell(FLOAT, execution_count=14))
-    code(nb)[-2].execution_count, code(nb)[-1].execution_count = 13, 14
+    code_cells(nb)[-2].execution_count, code_cells(nb)[-1].execution_count = 13, 14
 
 
 def colab_times(nb):
     """The same stale draft, without the duplicate count, in a notebook Colab saved: its cells' times say
     the right one ran last."""
-    for cell in code(nb):
+    for cell in code_cells(nb):
         cell.metadata.pop("execution", None)
         cell.metadata["executionInfo"] = {"status": "ok", "timestamp": 1_700_000_000_000 + 1000 * cell.execution_count}
     at = nb.cells.index(defining(nb, "causal_mask"))
@@ -146,7 +138,7 @@ def test_a_copy_of_the_library_functions_code_is_named_as_a_library_call(graded)
 
 def test_a_log_softmax_breaks_the_rule_that_forbids_every_softmax_of_torch(tmp_path):
     nb = nbformat.read(ROOT / "solutions" / "ch04.ipynb", as_version=4)
-    [cell] = [c for c in code(nb) if c.source.startswith("def stable_softmax(")]
+    [cell] = [c for c in code_cells(nb) if c.source.startswith("def stable_softmax(")]
     cell.source = "def stable_softmax(logits):\n    return logits.log_softmax(dim=-1).exp()\n"
     nbformat.write(nb, tmp_path / "log_softmax.ipynb")
     rows = grade(tmp_path, ["log_softmax.ipynb"])["log_softmax"]
