@@ -245,7 +245,7 @@ def global_random_state(first_probs, next_probs, n_draws, generator):
     return _table(x1, x2, first_probs.shape[0], n_draws)
 
 
-@mutant("q4", expect=None)
+@mutant("q4", expect="drew 1 random value with `generator`")
 def the_probabilities_themselves(first_probs, next_probs, n_draws, generator):
     torch.rand(1, generator=generator)  # draws, but reports the exact products: not a measurement
     return first_probs[:, None] * next_probs
@@ -291,6 +291,49 @@ def first_tokens_from_the_global_state(first_probs, next_probs, n_draws, generat
     x1 = torch.multinomial(first_probs, n_draws, replacement=True)  # the generator is only used for x2
     x2 = torch.multinomial(next_probs[x1], 1, generator=generator).squeeze(-1)
     return _table(x1, x2, first_probs.shape[0], n_draws)
+
+
+def _rounded_expectations(first_probs, next_probs, n_draws):
+    """p(a) p(b | a) * n_draws rounded to whole counts that add up to n_draws (the largest remainders
+    rounded up): a table of frequencies that looks counted, computed without drawing."""
+    expected = (first_probs[:, None] * next_probs).double().flatten() * n_draws
+    counts = expected.floor()
+    short = n_draws - int(counts.sum())
+    counts[(expected - counts).argsort(descending=True)[:short]] += 1
+    return (counts / n_draws).float().reshape(first_probs.shape[0], -1)
+
+
+@mutant("q4", expect="drew 1 random value with `generator` for n_draws = 10000")
+def rounded_expectations_and_one_draw(first_probs, next_probs, n_draws, generator):
+    torch.rand(1, generator=generator)  # the generator moves, but nothing is drawn for the texts
+    return _rounded_expectations(first_probs, next_probs, n_draws)
+
+
+@mutant("q4", expect="closer to p(x1) p(x2 | x1) than random draws come")
+def rounded_expectations_and_idle_draws(first_probs, next_probs, n_draws, generator):
+    torch.rand(n_draws, 2, generator=generator)  # as many draws as the texts need, then thrown away
+    return _rounded_expectations(first_probs, next_probs, n_draws)
+
+
+@correct("q4")
+def joint_from_one_uniform_each(first_probs, next_probs, n_draws, generator):
+    V = first_probs.shape[0]  # one uniform a text: the inverse CDF of (x1, x2) in the order a, then b
+    u = torch.empty(n_draws, dtype=torch.float64).uniform_(generator=generator)
+    joint = (first_probs[:, None] * next_probs).double().flatten().cumsum(0)
+    texts = torch.searchsorted(joint, u * joint[-1]).clamp(max=V * V - 1)
+    return torch.bincount(texts, minlength=V * V).reshape(V, V).float() / n_draws
+
+
+@correct("q4")
+def second_tokens_by_first(first_probs, next_probs, n_draws, generator):
+    V = first_probs.shape[0]  # the first tokens, then each first token's second tokens in one draw
+    x1 = torch.multinomial(first_probs, n_draws, replacement=True, generator=generator)
+    table = torch.zeros(V, V)
+    for a, count in enumerate(torch.bincount(x1, minlength=V).tolist()):
+        if count:
+            b = torch.multinomial(next_probs[a], count, replacement=True, generator=generator)
+            table[a] += torch.bincount(b, minlength=V).float()
+    return table / n_draws
 
 
 # --- an average that skips zeros "as padding" ---

@@ -74,6 +74,24 @@ def graded(tmp_path_factory):
         "code_swap.ipynb": [HEADER, "import nexttoken.recorder.calling as calling\n_swap = setattr("
                                     "calling.changed_argument, '__code__', (lambda *a: None).__code__)\n",
                             "def causal_mask(T):\n" + RIGHT_MASK, *OTHERS],
+        # A watch switched off and back on inside the task's own call: the same parts before and after it.
+        "restored.ipynb": [HEADER, "import sys\nimport nexttoken\n"
+                                   "def causal_mask(T):\n"
+                                   "    hook = sys.getprofile()\n"
+                                   "    sys.setprofile(None)  # the library-call watch off...\n"
+                                   "    mask = nexttoken.causal_mask(T)\n"
+                                   "    sys.setprofile(hook)  # ...and on again before the call ends\n"
+                                   "    return mask\n", *OTHERS],
+        # The forbidden function's own code, saved before the rule replaced it, put back for one call.
+        "restored_code.ipynb": [HEADER, "import inspect\nimport nexttoken\n"
+                                        "_own = inspect.unwrap(nexttoken.causal_mask).__code__\n"
+                                        "def causal_mask(T):\n"
+                                        "    f = inspect.unwrap(nexttoken.causal_mask)\n"
+                                        "    rule, f.__code__ = f.__code__, _own  # the rule's code out...\n"
+                                        "    try:\n"
+                                        "        return nexttoken.causal_mask(T)\n"
+                                        "    finally:\n"
+                                        "        f.__code__ = rule  # ...and back\n", *OTHERS],
     }
     # What the rules and checks of how stand on, switched off from the learner's process by one setattr each
     # (each had passed a rule or check of how unreported): every task of theirs is reported, not graded.
@@ -113,9 +131,20 @@ def test_what_a_rule_of_how_stands_on_switched_off_is_reported_and_not_graded(gr
                    and label in reason for status, points, reason in rows.values()), (name, rows)
 
 
+def test_a_watch_switched_off_and_on_again_inside_the_call_is_reported_and_not_graded(graded):
+    """The parts compared before and after the call are the same again; Python's audit hook saw the
+    switch (sys.setprofile called, a function's code set) while the task's function ran."""
+    for name, label in (("restored.ipynb", "sys.setprofile (called inside the task's function)"),
+                        ("restored_code.ipynb", "causal_mask.__code__ (set inside the call)")):
+        status, points, reason = graded[name]["ch02.q1"]
+        assert (status, points) == ("error", "0") and "replaced part of the grader's recorder" in reason \
+            and label in reason, (name, reason)
+        assert all(graded[name][t][:2] == ("passed", "1") for t in CH02[1:]), (name, graded[name])
+
+
 def test_the_honest_classmate_keeps_full_marks(graded):
     assert sorted(graded) == sorted(["honest.ipynb", "looks.ipynb", "alias.ipynb", "alias_import.ipynb",
-                                     "code_swap.ipynb", *SWITCHED_OFF])
+                                     "code_swap.ipynb", "restored.ipynb", "restored_code.ipynb", *SWITCHED_OFF])
     assert {t: r[:2] for t, r in graded["honest.ipynb"].items()} == {t: ("passed", "1") for t in CH02}
 
 

@@ -353,24 +353,24 @@ def test_names_that_differ_only_in_control_characters_keep_their_own_rows():
 def test_a_defining_cell_with_a_python_cell_magic_or_a_with_block_defines_its_function():
     import ast
 
-    from nexttoken.recorder import notebook
+    from nexttoken.recorder import cells
 
     for source in ("%%time\ndef f(x):\n    return x\n", "%%capture out\ndef f(x):\n    return x\n",
                    "import torch\nwith torch.no_grad():\n    def f(x):\n        return x\n    print('hi')\n"):
         namespace: dict = {}
-        exec(compile(notebook.definitions(notebook.to_python(source)), "<cell>", "exec"), namespace)
+        exec(compile(cells.definitions(cells.to_python(source)), "<cell>", "exec"), namespace)
         assert namespace["f"](3) == 3, source
-    kept = ast.unparse(notebook.definitions(notebook.to_python("%%bash\necho hi\n")))
+    kept = ast.unparse(cells.definitions(cells.to_python("%%bash\necho hi\n")))
     assert "def" not in kept
 
 
 def test_a_missing_function_is_explained_by_where_it_is_written():
-    from nexttoken.recorder import notebook
+    from nexttoken.recorder import cells
 
-    assert notebook.missing_reason("f", ["x = 1"]) == "the notebook does not define a function named f"
-    nested = notebook.missing_reason("f", ["x = 1", "for _ in range(1):\n    def f(T):\n        pass\n"])
+    assert cells.missing_reason("f", ["x = 1"]) == "the notebook does not define a function named f"
+    nested = cells.missing_reason("f", ["x = 1", "for _ in range(1):\n    def f(T):\n        pass\n"])
     assert "code cell 2" in nested and "top level" in nested
-    assert "did that cell raise" in notebook.missing_reason("f", ["def f(T):\n    pass\n"])
+    assert "did that cell raise" in cells.missing_reason("f", ["def f(T):\n    pass\n"])
 
 
 def test_no_sandbox_as_root_never_runs_a_submission_as_root_unless_told_it_is_trusted(monkeypatch, capsys):

@@ -10,7 +10,7 @@ import pytest
 import nexttoken.exercises
 from nexttoken.grading import orders, protocol
 from nexttoken.grading import run as graded
-from nexttoken.recorder import calling, contract, main, notebook, stand_in, wire
+from nexttoken.recorder import calling, contract, kernel, main, notebook, stand_in, wire
 
 MAIN = Path(main.__file__)
 
@@ -49,7 +49,7 @@ def test_both_sides_read_the_one_contract():
     assert protocol.KEYS is contract.KEYS and protocol.MAX_TOKENS == contract.MAX_TOKENS
     assert nexttoken.exercises.CHAPTERS is notebook.CHAPTERS is stand_in.CHAPTERS is contract.CHAPTERS
     assert graded.CHAPTERS is contract.CHAPTERS and graded.NOTEBOOK_STATUSES is contract.NOTEBOOK_STATUSES
-    assert orders.RULE is calling.RULE is contract.RULE and calling.NO_THREAD is notebook.NO_THREAD
+    assert orders.RULE is calling.RULE is contract.RULE and calling.NO_THREAD is kernel.NO_THREAD
     assert (wire.MAX_LIST, wire.MAX_STRING, wire.MAX_NUMEL) == (contract.MAX_LIST, contract.MAX_STRING,
                                                                 contract.MAX_NUMEL)
 

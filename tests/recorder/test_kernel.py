@@ -7,14 +7,15 @@ import sys
 import pytest
 import torch
 
+from nexttoken.recorder import kernel as kernels
 from nexttoken.recorder import notebook
 
 RIGHT = "def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()\n"
 FLOAT = "def causal_mask(T):\n    return torch.ones(T, T).tril()\n"
 
 
-def run(cells: list[str], counts=None, folder=None) -> tuple[notebook.Kernel, list]:
-    kernel = notebook.Kernel(counts or [None] * len(cells))
+def run(cells: list[str], counts=None, folder=None) -> tuple[kernels.Kernel, list]:
+    kernel = kernels.Kernel(counts or [None] * len(cells))
     errors = [kernel.run_cell(n, source) for n, source in enumerate(cells, start=1)]
     kernel.rerun_last_executed()
     return kernel, errors
@@ -132,13 +133,13 @@ def test_execution_counts_of_two_kernel_sessions_are_not_compared_as_one():
 
 def test_the_times_a_notebook_saved_order_runs_across_restarts():
     """Colab and JupyterLab save when each cell ran: the latest ran last, whatever its count."""
-    kernel = notebook.Kernel([1, 9, 3], [10.0, 20.0, 30.0])
+    kernel = kernels.Kernel([1, 9, 3], [10.0, 20.0, 30.0])
     for n, source in enumerate(["import torch", RIGHT, FLOAT], start=1):
         kernel.run_cell(n, source)
     kernel.rerun_last_executed()
     assert kernel.namespace["causal_mask"](3).dtype == torch.float32
     assert kernel.notes("causal_mask", None)["defined"] == {"cells": [2, 3], "counts": [9, 3], "used": 3}
-    kernel = notebook.Kernel([None] * 3, [10.0, 30.0, 20.0])  # times without counts: the row could not say
+    kernel = kernels.Kernel([None] * 3, [10.0, 30.0, 20.0])  # times without counts: the row could not say
     for n, source in enumerate(["import torch", RIGHT, FLOAT], start=1):  # which count, so the last, as said
         kernel.run_cell(n, source)
     kernel.rerun_last_executed()

@@ -55,3 +55,51 @@ def test_a_function_made_from_a_copy_of_the_library_functions_code_is_seen_as_it
 
     called = set()
     assert run_on(watched(mine, library, called), [(3,)])[0][0] == "ok" and called == set()
+
+
+def _drawing(draw):
+    """A joint_frequencies (ch01.q4) that draws with ``draw(first, table, n, generator)`` -> (x1, x2)."""
+    def joint_frequencies(first, table, n, generator):
+        x1, x2 = draw(first, table, n, generator)
+        V = first.shape[0]
+        return torch.bincount(x1 * V + x2, minlength=V * V).reshape(V, V).float() / n
+    return joint_frequencies
+
+
+def _one_at_a_time(first, table, n, generator):
+    x1 = [int(torch.multinomial(first, 1, generator=generator)) for _ in range(n)]
+    return torch.tensor(x1), torch.tensor([int(torch.multinomial(table[a], 1, generator=generator)) for a in x1])
+
+
+def _inverse_cdf(first, table, n, generator):
+    u = torch.empty(n, 2).uniform_(generator=generator)
+    x1 = torch.searchsorted(first.cumsum(0), u[:, 0].contiguous()).clamp(max=len(first) - 1)
+    return x1, torch.searchsorted(table[x1].cumsum(-1), u[:, 1:].contiguous()).squeeze(-1).clamp(max=len(first) - 1)
+
+
+@pytest.mark.parametrize("draw", [
+    lambda f, t, n, g: (lambda x1: (x1, torch.multinomial(t[x1], 1, generator=g).squeeze(-1)))(
+        torch.multinomial(f, n, replacement=True, generator=g)),
+    _one_at_a_time, _inverse_cdf])
+def test_a_sampled_task_counts_the_draws_made_with_its_generator(draw):
+    from nexttoken.recorder.watches import draws_from
+
+    first, table = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([[0.6, 0.3, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    [(kind, value)] = run_on(_drawing(draw), [(first, table, 500, torch.Generator().manual_seed(1))],
+                             watch=draws_from)
+    assert kind == "ok" and abs(float(value.sum()) - 1) < 1e-5, value
+
+
+def test_one_dummy_draw_beside_computed_frequencies_breaks_the_check_of_how():
+    """Frequencies computed from the probabilities (rounded expected counts), with one draw to move the
+    generator: the check of how counts 1 value drawn with it for 500 texts."""
+    from nexttoken.recorder.watches import draws_from
+
+    def joint_frequencies(first, table, n, generator):
+        torch.rand(1, generator=generator)
+        return ((first[:, None] * table) * n).round() / n
+
+    first, table = torch.tensor([0.5, 0.5]), torch.tensor([[0.6, 0.4], [0.2, 0.8]])
+    [(kind, text)] = run_on(joint_frequencies, [(first, table, 500, torch.Generator().manual_seed(1))],
+                            watch=draws_from)
+    assert kind == "broke_rule" and "drew 1 random value with `generator` for n_draws = 500" in text, text

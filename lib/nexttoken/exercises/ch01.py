@@ -234,7 +234,9 @@ def _q4_verify(args, got):
     inverse CDF on uniforms, another generator call order) lands within SIGMAS of them nearly always (for
     one entry a normal tail of about 6e-7; for the at most 36 entries here, under 3e-5), and 3 / n more
     covers the tiniest probabilities, whose counts are 0, 1 or 2 and not normal. Every case is seeded, so
-    one answer always gives the same result: a pass or a fail is not luck from run to run."""
+    one answer always gives the same result: a pass or a fail is not luck from run to run. Counts that sit
+    closer to their expectations than a sample can (rounded expectations) are refused too: draws land that
+    close with a probability under TOO_CLOSE (``_too_close``)."""
     first, table, n, _ = args
     V = first.shape[0]
     if not isinstance(got, torch.Tensor) or tuple(got.shape) != (V, V) or not got.is_floating_point():
@@ -269,7 +271,32 @@ def _q4_verify(args, got):
                 f"allows (about {SIGMAS} standard deviations of a count of {counted(n, 'draw')})",
                 f"at (x1, x2) = ({a}, {b}): expected p(x1) p(x2 | x1) = {p[a, b]:.4f} within {tolerance[a, b]:.4f}, "
                 f"got {got[a, b]:.4f}")
-    return None
+    return _too_close(p.double() * n, counts)
+
+
+TOO_CLOSE = 1e-9  # the chance that honest draws land as close to their expectations as a refused table
+
+
+def _too_close(expected, counts):
+    """Counts that sit closer to their expectations than draws do: the expectations rounded, not a sample.
+    Over the texts expected at least 100 times (where a count is near normal), Pearson's statistic
+    X2 = sum (count - expected)^2 / expected of a sample is chi-square with one degree of freedom fewer than
+    there are texts (or, the rest left out, up to one more: using the fewer is the cautious side); the chance
+    that it falls below the table's is gammainc(df / 2, X2 / 2). Under TOO_CLOSE, the table was computed."""
+    kept = expected >= 100
+    df = int(kept.sum()) - 1
+    if df < 1:  # too few draws to tell a sample from its expectation: nothing to say
+        return None
+    x2 = float((((counts - expected) ** 2) / expected)[kept].sum())
+    chance = float(torch.special.gammainc(torch.tensor(df / 2, dtype=torch.float64),
+                                          torch.tensor(x2 / 2, dtype=torch.float64)))
+    if chance >= TOO_CLOSE:
+        return None
+    return ("your frequencies are closer to p(x1) p(x2 | x1) than random draws come: each count of a sample "
+            "strays from its expectation by about its standard deviation, and these barely stray at all. "
+            "Count the texts you drew; do not compute the frequencies from the probabilities",
+            f"over the {df + 1} texts expected at least 100 times, Pearson's X2 = {x2:.3g}; draws land that close "
+            f"with probability {chance:.1g}")
 
 
 def _outer_of_marginals(first, table, n, generator):

@@ -1,5 +1,5 @@
 """One exercise task, declared (``Task``): test inputs, a reference answer, rules and explanations of likely
-mistakes; and what a notebook's ``chNN.qN`` is (``Question``): the task and one learner's tries at it.
+mistakes; and its judgement (``Task.verdict``).
 
 A task is judged in two halves, so that the batch grader can keep them in different processes:
 
@@ -12,20 +12,21 @@ A task is judged in two halves, so that the batch grader can keep them in differ
   It never raises: anything unexpected becomes the task's error message.
 
 The rest is by role: ``calling`` (the first half, which is all the grader's sandbox has), ``watches``
-(checks of how), ``feedback`` (describing and comparing values), ``generated`` (hypothesis's inputs).
+(checks of how), ``verdict`` (what judging says), ``question`` (a notebook's ``chNN.qN``: a task and one
+learner's tries at it; the chapters import ``Question`` from here), ``feedback`` (describing and comparing
+values), ``generated`` (hypothesis's inputs).
 """
 
 import inspect
-import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from importlib import resources
 
 from ..recorder.calling import copy_args, one_thread, run_on
 from . import diagnosis
 from .feedback import compare, describe, hidden_input, matches, unrevealed
-from .generated import Generated, smallest_failing
+from .generated import Generated
+from .question import Question  # noqa: F401 (the chapters import it from here)
+from .verdict import HELD_OUT, PREDICT_TRIES, Verdict, tried_pairs
 
 
 class Mistake(Exception):
@@ -40,11 +41,6 @@ class Known:
     wrong: Callable
 
 
-def grading() -> bool:
-    """True inside the batch grader, where checks in the notebook must do nothing (and cannot hang)."""
-    return os.environ.get("NEXTTOKEN_GRADING") == "1"
-
-
 def shortcut_rule(call: str, named: str | None = None, what: str = "it", doing: str = "rebuilding") -> dict[str, str]:
     """The one rule of every task that rebuilds a library function, as ``Task(forbid=...)``: while the
     learner's function runs, ``call`` raises an error that quotes this sentence, and the task's text states
@@ -54,22 +50,6 @@ def shortcut_rule(call: str, named: str | None = None, what: str = "it", doing: 
 
 
 KINDS = ("write", "predict", "debug", "empirical", "open")
-PREDICT_TRIES = 3  # failed checks of a predict task that say how the guess is off without showing the answer
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What judging one answer found: its status ("passed", "failed", "error", "missing",
-    "not_implemented"), the summary a learner reads first, the evidence under it (the input, expected
-    against got, how to reproduce it) and the index of the test input it failed on, if one."""
-    status: str
-    summary: str
-    evidence: tuple[str, ...] = ()
-    index: int | None = None
-
-    def text(self) -> str:
-        """The verdict as the notebook's check prints it and the grader's CSV holds it."""
-        return "\n   ".join((self.summary, *self.evidence))
 
 
 @dataclass(frozen=True, eq=False)
@@ -335,142 +315,3 @@ class Task:
         if difference is None:
             return None
         return HELD_OUT.get(f"wrong {difference.kind}", HELD_OUT["wrong"])
-
-
-# What a held-out failure says, by what was recorded: the grader's words alone, the same for every
-# submission (guide/instructors/held_out.md). "missing" and "not_implemented" cannot follow a visible pass,
-# but a record may say so.
-HELD_OUT = {
-    "wrong": ("failed", "its output is wrong"),
-    "wrong type": ("failed", "its output has the wrong type"),
-    "wrong shape": ("failed", "its output has the wrong shape"),
-    "error": ("error", "it raised an exception"),
-    "broke_rule": ("failed", "it broke one of the task's rules (a forbidden call, or a check of how it works)"),
-    "changed_input": ("failed", "it changed an input in place"),
-    "not_implemented": ("not_implemented", "it still raises NotImplementedError"),
-    "missing": ("missing", "the function was not defined"),
-    "unknown": ("error", "an unknown outcome was recorded"),
-}
-
-
-def tried_pairs(cases, outcomes) -> list:
-    """(input, output) of every outcome that is an output."""
-    return [(args, outcome[1]) for args, outcome in zip(cases, outcomes)
-            if isinstance(outcome, (tuple, list)) and len(outcome) == 2 and outcome[0] == "ok"]
-
-
-class Question:
-    """What a notebook's ``chNN.qN`` is: one task, and one learner's tries at it (how many checks failed,
-    the input the last one failed on). ``check``, ``failing_input``, ``hint`` and ``solution`` are what the
-    notebooks call; the task's declaration is read through it (``q1.function``, ``q1.cases()``)."""
-
-    def __init__(self, task: Task):
-        self.task = task
-        self._tries = 0  # failed checks so far (a predict task reveals after PREDICT_TRIES)
-        self._failing: int | None = None  # index of the test input the last check failed on
-        self._failing_args: tuple | None = None  # or the input hypothesis shrank it to
-
-    def __getattr__(self, name):
-        if name == "task":  # not set yet: copying or unpickling an instance
-            raise AttributeError(name)
-        return getattr(self.task, name)
-
-    def __repr__(self) -> str:
-        return f"Question({self.task!r})"
-
-    def check(self, fn) -> None:
-        """Test your function now and say what looks wrong, if anything."""
-        task = self.task
-        if grading():
-            return
-        if not callable(fn):
-            print(f"❌ {task.name}: pass your function itself, e.g. {task.name}.check({task.function})")
-            return
-        with one_thread():
-            verdict = self._checked(fn, revealing=self._tries >= PREDICT_TRIES)
-        if verdict.status == "passed":
-            print(f"✅ {task.name} ({task.title}): correct, {verdict.text()}.")
-            return
-        reason = verdict.text()
-        if verdict.status != "not_implemented":
-            self._tries += 1
-        if task.kind == "predict" and verdict.status == "failed" and self._tries <= PREDICT_TRIES:
-            reason += f"\n   try {self._tries} of {PREDICT_TRIES}" + (
-                " (the next failed check shows the expected answer)" if self._tries == PREDICT_TRIES else "")
-        print(f"❌ {task.name} ({task.title}): {reason}")
-
-    def _checked(self, fn, revealing: bool) -> Verdict:
-        """The verdict on ``fn``'s outcomes on the task's inputs; the failing input is kept for
-        ``failing_input``, shrunk by hypothesis when it is a generated one."""
-        task = self.task
-        cases = task.cases()
-        outcomes = task.run(fn, cases)
-        verdict = task.verdict(outcomes, cases, revealing=revealing)
-        self._failing, self._failing_args = verdict.index, None
-        if verdict.status != "passed" and verdict.index is not None \
-                and verdict.index >= len(cases) - task.n_generated():
-            verdict = self._shrunk(fn, tried_pairs(cases, outcomes), revealing) or verdict
-        return verdict
-
-    def _shrunk(self, fn, tried, revealing: bool) -> Verdict | None:
-        """The feedback on the smallest failing input hypothesis finds from the generated ones (it is then
-        what ``failing_input()`` gives), or None. Only in ``check()``: shrinking calls the learner's
-        function again, which the grader's judging half cannot do."""
-        task = self.task
-
-        def fails(params):
-            case = [task.generated.build(params)]
-            return task.verdict(task.run(fn, case), case).status != "passed"
-
-        params = smallest_failing(task.generated, fails)
-        if params is None:
-            return None
-        args = [task.generated.build(params)]
-        verdict = task.verdict(task.run(fn, args), args, tried, revealing=revealing)
-        if verdict.status == "passed":
-            return None
-        self._failing_args = args[0]
-        return replace(verdict, evidence=verdict.evidence + (
-            "(hypothesis shrank the failing test input to the smallest one it could find: this one)",))
-
-    def failing_input(self):
-        """The arguments of the test your last ``check`` failed on (fresh copies), to call your function."""
-        task = self.task
-        if self._failing_args is not None:
-            return copy_args(self._failing_args)
-        if self._failing is None:
-            print(f"{task.name}: no failing test input recorded; run {task.name}.check({task.function}) first")
-            return None
-        return copy_args(task.cases()[self._failing])
-
-    def hint(self, level: int = 1):
-        """A nudge; ``hint(2)`` and ``hint(3)`` say more. None of them is the code: see ``solution()``."""
-        name, hints = self.task.name, self.task.hints
-        if not hints:
-            print(f"💡 {name}: no hint for this one; {name}.solution() shows an answer")
-            return
-        level = max(1, min(int(level), len(hints)))
-        more = (f" (more: {name}.hint({level + 1}))" if level < len(hints)
-                else f" (that is the last hint; {name}.solution() shows an answer)")
-        print(f"💡 Hint {level} for {name}: {hints[level - 1]}{more}")
-
-    def solution(self):
-        """The solution notebook's code for this task (solutions/<chapter>.ipynb), where this build has it."""
-        name = self.task.name
-        if not solutions_shipped():
-            print(f"🔒 {name}: the solutions are withheld in this build of the course (a student build for "
-                  f"a graded class); {name}.hint() still gives nudges, and your instructor has the answers")
-            return
-        print(f"Solution for {name} (from solutions/{self.task.chapter}.ipynb):\n{solution_source(self.task)}")
-
-
-def solutions_shipped() -> bool:
-    """False in a student build of the package (scripts/build_student_package.py), which leaves them out."""
-    return resources.files("nexttoken.exercises").joinpath("solutions.json").is_file()
-
-
-def solution_source(task: Task) -> str:
-    """The code of the cell that defines ``task.function`` in the solution notebook, as shipped in the
-    package by scripts/make_exercises.py (so that Colab, which has no solutions/ folder, shows it too)."""
-    text = resources.files("nexttoken.exercises").joinpath("solutions.json").read_text()
-    return json.loads(text)[task.chapter][task.function]

@@ -115,7 +115,7 @@ def _names(value) -> bool:
 
 
 def _notes(value) -> bool:
-    """A record's notes in the recorder's form (``recorder.notebook.Kernel.notes``): numbers and one short
+    """A record's notes in the recorder's form (``recorder.kernel.Kernel.notes``): numbers and one short
     name, from which the grader writes its own words."""
     if not isinstance(value, dict) or set(value) - {"defined", "loop"}:
         return False

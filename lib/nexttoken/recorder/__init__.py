@@ -4,7 +4,10 @@ grader or the exercises. It imports only torch and the lesson's library (tests/g
     python -m nexttoken.recorder NOTEBOOK CHAPTER --out-fd 3    (how the grader starts it: ``main``)
 
     main.py      the recorder: reads its work order, runs the notebook's definitions, records outcomes
-    notebook.py  reading the notebook: its cells, its chapter, each cell's definitions
+    notebook.py  reading the notebook file: its code cells, its chapter, when each cell ran
+    cells.py     one cell's source as the grader runs it: IPython as Python, its definitions, newer syntax
+    kernel.py    the cells run as the learner's kernel ran them (``Kernel``), and what a task's row notes
+    jupyter.py   the names a Jupyter kernel gives a notebook (display, get_ipython, In, Out), %%writefile
     calling.py   calling a function on its inputs under the task's rules (a notebook's check() too)
     watches.py   the checks of how a function works, which only watching it run can tell
     contract.py  what both sides agree on: the chapters, the messages and their keys, the rules' words, the limits

@@ -21,7 +21,7 @@ Then stdin is closed, and it runs only the learner's *definitions* (imports, ``d
 assignments to plain names, and to items or attributes of names the notebook bound itself, such as
 ``SETTINGS["k"] = v``; no calls for effect such as ``qN.check(...)``, ``display``, loops, or patches of
 modules), with the names a Jupyter kernel gives every notebook (``display``, ``get_ipython``, ``In``, ``Out``),
-as the learner's kernel ran them where it can tell (``notebook.Kernel``: of a function defined twice, the
+as the learner's kernel ran them where it can tell (``kernel.Kernel``: of a function defined twice, the
 definition run last, by the times or execution counts saved; an import this machine lacks costs its line
 alone; ``x = %time ...``, ``%%writefile``),
 then calls each task's function on its inputs, and writes one JSON message per line, each starting with
@@ -42,7 +42,8 @@ the task re-implements (the order names them) that ran while the learner's funct
 instructor, not penalised), known by what their code runs, so that a copy of their code is seen too.
 "tampered" names the parts of this process that decide what is recorded (``run_on``, the rules, the
 checks of how, this module, builtins, torch.Tensor methods, the profile hook that watches for library
-calls) that the learner's code replaced: that task is then not graded. "notes"
+calls) that the learner's code replaced, or switched off and back on inside the task's call where Python's
+audit hook sees it (``call_audit``): that task is then not graded. "notes"
 says, in numbers and one name, what the task's row should say of how its function was defined (which of
 several cells' definitions was used; a top-level loop that did not run but sets a name it reads): the
 grader checks their form and writes the words.
@@ -57,8 +58,11 @@ import builtins
 import json
 import os
 import sys
+import types
 
-from . import calling, contract, notebook, watches, wire
+from . import calling, cells, contract, jupyter, kernel, notebook, watches, wire
+from .cells import missing_reason
+from .kernel import Kernel
 from .contract import message
 from .notebook import Refused
 
@@ -92,10 +96,10 @@ def code_key(code) -> tuple:
     return code.co_code, consts, code.co_names
 
 
-def watched(fn, library: dict, called: set):
+def watched(fn, library: dict, called: set, during: dict | None = None):
     """``fn``, noting the ``library`` functions (``library_codes``) run while it runs, by their code;
     "<profile hook removed>" joins ``called``'s names when the learner's code replaced the hook
-    (sys.setprofile) to hide a call."""
+    (sys.setprofile) to hide a call. ``during`` (``call_audit``) is told when ``fn`` runs."""
     seen: dict = {}  # id(code) -> (code, its library name or None): each code object's key is made once
 
     def profile(frame, event, arg):
@@ -109,9 +113,13 @@ def watched(fn, library: dict, called: set):
 
     def call(*args, **kwargs):
         sys.setprofile(profile)
+        if during is not None:
+            during["inside"] = True
         try:
             return fn(*args, **kwargs)
         finally:
+            if during is not None:
+                during["inside"] = False
             if sys.getprofile() is not profile:
                 called.add(PROFILE_REMOVED)
             sys.setprofile(None)
@@ -121,6 +129,35 @@ def watched(fn, library: dict, called: set):
 
 PROFILE_REMOVED = "<profile hook removed>"
 _MISSING = object()
+AUDITED = ("__code__", "__defaults__", "__kwdefaults__")  # a function's parts whose setting Python audits
+
+
+def call_audit() -> dict:
+    """What the learner's code does while a task's function runs that only switches a watch off and back on,
+    which comparing the watched parts before and after the call cannot see, where Python audits it: a call
+    of sys.setprofile or sys.settrace (the library-call watch off, then back), a function's ``__code__``,
+    ``__defaults__`` or ``__kwdefaults__`` set (a forbidden function's code put back, then its rule's again).
+    The hook (``sys.addaudithook``) cannot be removed; ``watched`` says when the function runs; each event
+    then joins "seen", and the task's record names it as tampering. Python audits no setting of a class's
+    or a module's attribute: those are compared by identity only (``recorder_parts``)."""
+    state = {"inside": False, "seen": []}
+    # what the hook reads, held now: a global or builtin replaced inside the call cannot change it
+    audited, function, length, is_a, text, read = AUDITED, types.FunctionType, len, isinstance, str, getattr
+    seen = state["seen"]
+
+    def hook(event, args):
+        if not state["inside"] or length(seen) >= 5:
+            return
+        label = None
+        if event in ("sys.setprofile", "sys.settrace"):
+            label = f"{event} (called inside the task's function)"
+        elif event == "object.__setattr__" and length(args) == 3 and args[1] in audited and is_a(args[0], function):
+            label = f"{text(read(args[0], '__qualname__', 'a function'))[:30]}.{args[1]} (set inside the call)"
+        if label is not None and label not in seen:
+            seen.append(label)
+
+    sys.addaudithook(hook)
+    return state
 
 
 def recorder_parts():
@@ -136,7 +173,8 @@ def recorder_parts():
     spaces = [("builtins", vars(builtins)), ("torch.Tensor", vars(torch.Tensor)), ("torch", vars(torch)),
               ("nexttoken.recorder.watches.WATCHES", watches.WATCHES)]
     spaces += [(module.__name__, vars(module))
-               for module in (calling, contract, watches, wire, notebook, sys.modules[__name__])]
+               for module in (calling, contract, watches, wire, notebook, cells, kernel, jupyter,
+                               sys.modules[__name__])]
     # What the rules and the checks of how stand on, outside the recorder's own modules: the modes that see
     # torch's calls (a no-op __enter__ switched a rule off), nn.Module's hooks (a no-op
     # register_forward_pre_hook blinded the cache check), torch's other softmax homes, and sys's hooks
@@ -227,11 +265,11 @@ def read_submission(path: str, chapter: str, send) -> dict:
     return nb
 
 
-def run_definitions(cells: list[str], skip: set[int], send, counts: list, times: list | None = None) -> notebook.Kernel:
-    """The learner's cells run as the grader runs them (``notebook.Kernel``), each announced first and its
+def run_definitions(cells: list[str], skip: set[int], send, counts: list, times: list | None = None) -> Kernel:
+    """The learner's cells run as the grader runs them (``kernel.Kernel``), each announced first and its
     first error reported with the learner's cell number; then, of a function several cells define, the
     definition the learner's kernel ran last (by the ``times`` or ``counts`` the notebook saved)."""
-    kernel = notebook.Kernel(counts, times)
+    kernel = Kernel(counts, times)
     for number, source in enumerate(cells, start=1):
         if number in skip:
             continue
@@ -243,22 +281,26 @@ def run_definitions(cells: list[str], skip: set[int], send, counts: list, times:
     return kernel
 
 
-def record(task: dict, kernel: notebook.Kernel, library: set, cells: list[str], parts, before: dict) -> dict:
+def record(task: dict, kernel: Kernel, library: set, cells: list[str], parts, before: dict,
+           during: dict | None = None) -> dict:
     """The record of one task: its function's outcomes on the order's inputs, the library functions it
     called, the parts of the recorder found replaced since before the learner's code ran, and what its row
     should say of how the function was defined (``Kernel.notes``)."""
     fn = kernel.namespace.get(task["function"])
     called: set = set()
     if not callable(fn):
-        outcomes = [("missing", notebook.missing_reason(task["function"], cells))]
+        outcomes = [("missing", missing_reason(task["function"], cells))]
     else:
-        outcomes = calling.run_on(watched(fn, library, called), task["cases"], task["forbid"],
+        outcomes = calling.run_on(watched(fn, library, called, during), task["cases"], task["forbid"],
                                   watches.WATCHES.get(task["watch"]), task["arg_names"])
     now = dict(parts())
     tampered = sorted(label for label, value in before.items() if now.get(label, _MISSING) is not value)
     if PROFILE_REMOVED in called:  # the learner's code switched off the watch for library calls
         called.discard(PROFILE_REMOVED)
         tampered.insert(0, "sys.setprofile (the library-call watch)")
+    if during is not None:  # switched off and back on inside the call: the same parts before and after
+        tampered[:0] = during["seen"]
+        during["seen"].clear()
     try:
         sent = [[str(kind)[:contract.MAX_KIND], wire.encode(value)] for kind, value in outcomes]
         json.dumps(sent)
@@ -292,6 +334,7 @@ def main(argv=None):
     library = {task["name"]: library_codes(task["library"]) for task in order["tasks"]}
     parts = recorder_parts()
     before = dict(parts())
+    during = call_audit()
     if args.no_threads_fd is not None:
         refuse_threads(args.no_threads_fd)
     cells = notebook.code_cells(nb)
@@ -299,7 +342,7 @@ def main(argv=None):
                              notebook.execution_counts(nb), notebook.execution_times(nb))
     for task in order["tasks"]:
         send(message("task", task["name"]))
-        send(record(task, kernel, library[task["name"]], cells, parts, before))
+        send(record(task, kernel, library[task["name"]], cells, parts, before, during))
     send(message("done", True))
     sys.stdout.flush()
     os._exit(0)  # no atexit hooks or threads of the learner's run after the report

@@ -12,14 +12,33 @@ from torch.overrides import TorchFunctionMode
 
 from .words import counted, tokens
 
+class Draws(TorchFunctionMode):
+    """Counts the random numbers drawn with ``generator``, however the draw is written: the values of every
+    torch call given that generator (torch.multinomial's samples, torch.rand's numbers, an in-place
+    uniform_'s tensor), one call or one per draw."""
+
+    def __init__(self, generator):
+        super().__init__()
+        self.generator, self.drawn = generator, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if kwargs and kwargs.get("generator") is self.generator and isinstance(out, torch.Tensor):
+            self.drawn += out.numel()  # torch takes a generator by keyword only
+        return out
+
+
 @contextlib.contextmanager
 def draws_from(args):
     """The draws must come from ``generator`` only (so that the result is reproducible): its state moves,
-    and torch's global random state does not."""
+    torch's global random state does not, and at least one value is drawn with it for each of the n_draws
+    texts (one dummy draw beside frequencies computed from the probabilities is not a measurement)."""
     n, generator = args[2], args[3]
     before, global_before = generator.get_state(), torch.random.get_rng_state()
     complaints = []
-    yield complaints
+    counter = Draws(generator)
+    with counter:
+        yield complaints
     if torch.equal(generator.get_state(), before) and torch.equal(torch.random.get_rng_state(), global_before):
         complaints.append(f"your function drew nothing at all for n_draws = {n} (neither `generator`'s state nor "
                           f"torch's global one moved): it must draw n_draws texts, with generator=generator"
@@ -31,6 +50,10 @@ def draws_from(args):
     elif not torch.equal(torch.random.get_rng_state(), global_before):
         complaints.append("some of your draws came from torch's global random state, not from `generator`: "
                           "pass generator=generator to every torch.multinomial (or torch.rand) call")
+    elif isinstance(n, int) and counter.drawn < n:
+        complaints.append(f"your function drew {counted(counter.drawn, 'random value')} with `generator` for "
+                          f"n_draws = {n}: each of the n_draws texts is drawn (its first token, then its second), "
+                          "and the frequencies are counted from those draws, not computed from the probabilities")
 
 
 class HeadRows(TorchFunctionMode):
