@@ -258,10 +258,10 @@ def intro_lines(parts: list[Part]) -> str:
     """intro.md's block: the two clocks, a line each."""
     lesson, work = totals(parts)
     return (BEGIN + "\n"
-            + "**The lesson** (this page, chapters 1-6 outside their \"Going deeper\" sections with the readings and "
-              f"video segments they name, and the conclusion) takes about {span(lesson)} minutes.\n\n"
-            + f"**The homework** (each chapter's core task and its explanation) takes about {span(work)} minutes; "
-              "[the instructors' guide](guide/instructors/exercises.md) says how both are counted.\n"
+            + "**The lesson** (this page, chapters 1-6 but their \"Going deeper\" sections, with their readings and "
+              f"videos, and the conclusion) takes about {span(lesson)} minutes.\n\n"
+            + f"**The homework** (each chapter's core task and its explanation) takes about {span(work)} minutes "
+              "([how both are counted](guide/instructors/exercises.md)).\n"
             + END)
 
 

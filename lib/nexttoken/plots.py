@@ -208,11 +208,13 @@ def show_batch(
 
 def show_attention(weights: torch.Tensor, labels: Sequence[str], title: str = "", ax=None) -> None:
     """Draw one head's attention weights ``weights`` (T, T), row i the query at position i and column j
-    the key at position j, as a heat map with a colour bar; ``labels``: the T tokens, for both axes.
+    the key at position j, as a heat map with a colour bar; ``labels``: the T tokens, for both axes (a newline
+    shown as \\n).
     Draws on ``ax`` if given; otherwise on a new figure, which it shows."""
     own_figure = ax is None
     if own_figure:
         _, ax = plt.subplots(figsize=(5.6, 5.0))
+    labels = [t.replace("\n", "\\n") for t in labels]  # a newline token, shown as \n
     T = len(labels)
     im = ax.imshow(weights, cmap="viridis", vmin=0, vmax=1)
     ax.set_xticks(range(T), labels, rotation=90)
