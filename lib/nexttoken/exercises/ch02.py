@@ -5,6 +5,7 @@ import math
 import torch
 
 from ..model import causal_mask as library_causal_mask
+from .diagnosis import Source
 from .common import left_padded_mask, overflowed, random_ids, seeded, small_model, with_zeros
 from .task import Known, Mistake, Question, Task, shortcut_rule
 
@@ -277,11 +278,13 @@ q5 = Question(Task(
     # j alone (== j) are one position, so a reversed direction would be shown on an input that hides it
     cases=lambda: [(1, 0), (6, 2), (5, 0), (5, 4), (16, 7)],
     reference=_changed_positions, diagnose=_q5_diagnose,
+    source=lambda T, j: Source(mask=library_causal_mask(T), column=j),  # the answer is column j of the mask
     known=[
         Known("position j changes too: the mask keeps the diagonal, so position j reads its own token",
               lambda T, j: torch.arange(T) > j),
         Known("that is the past, not the future: a change at j reaches positions j, j + 1, ... (later "
-              "positions read earlier tokens, not the other way round)", lambda T, j: torch.arange(T) <= j),
+              "positions read earlier tokens, not the other way round; row j of the mask is what position j reads, "
+              "column j who reads token j)", lambda T, j: torch.arange(T) <= j),
         Known("without a mask every position would change; with the causal mask only some do",
               lambda T, j: torch.ones(T, dtype=torch.bool)),
         Known("not only position j: every later position reads token j too",

@@ -13,6 +13,7 @@ import torch
 
 from ..checks import is_int
 from ..model import Decoder, DecoderConfig, causal_mask, rotary_angles
+from .diagnosis import Source, Term
 from .common import embed_with_positions, random_ids, rotary_model, small_model
 from .task import Known, Mistake, Question, Task, shortcut_rule
 
@@ -292,6 +293,35 @@ def _known_counts():
     return known
 
 
+def _q3_source(config):
+    """The count's parts, for the diagnosis's family of sums (a part left out, counted twice, at another size, a
+    block counted n_heads times, every bias left out): each tensor of GPT-2's kind, and the groups a learner
+    counts as one (qkv, the MLP, a whole block)."""
+    V, C, d, f, L = config.vocab_size, config.context_length, config.d_model, config.d_ff, config.n_layers
+    block = 4 * d + 3 * d * d + 3 * d + d * d + d + 2 * d * f + f + d
+    return Source(numbers={"n_heads": config.n_heads}, terms=(
+        Term("token embedding", "vocab_size x d_model", V * d, 1),
+        Term("LM head", "vocab_size x d_model, a matrix of its own when tie_embeddings=False", V * d,
+             0 if config.tie_embeddings else 1),
+        Term("position table", "context_length x d_model", C * d, 1),
+        Term("final LayerNorm", "a weight and a bias of d_model each", 2 * d, 1, "norm"),
+        Term("LayerNorms of each block", "two per block, a weight and a bias of d_model each", 4 * d, L, "norm"),
+        Term("qkv projection of each block", "a d_model x 3 d_model weight and a bias of 3 d_model: queries, keys "
+             "and values", 3 * d * d + 3 * d, L, "group"),
+        Term("qkv weight of each block", "d_model x 3 d_model", 3 * d * d, L),
+        Term("qkv bias of each block", "3 d_model", 3 * d, L, "bias"),
+        Term("attention output projection weight of each block", "d_model x d_model", d * d, L),
+        Term("attention output projection bias of each block", "d_model", d, L, "bias"),
+        Term("MLP of each block", "up, d_model x d_ff with a bias of d_ff, and down, d_ff x d_model with a bias of "
+             "d_model", 2 * d * f + f + d, L, "group"),
+        Term("MLP up projection weight of each block", "d_model x d_ff", d * f, L),
+        Term("MLP up projection bias of each block", "d_ff", f, L, "bias"),
+        Term("MLP down projection weight of each block", "d_ff x d_model", f * d, L),
+        Term("MLP down projection bias of each block", "d_model", d, L, "bias"),
+        Term("block", "n_layers of them, each two LayerNorms, qkv, the output projection and the MLP", block, L,
+             "block")))
+
+
 def _q3_diagnose(args, expected, got):
     """A wrong count that no known mistake explains on every configuration: which way it is off, and the
     tensors it is off by on this configuration, if one kind of them accounts for it (the expected count
@@ -304,21 +334,22 @@ def _q3_diagnose(args, expected, got):
     found = []
     for what, shape, size, have in _KINDS:
         k, rest = divmod(abs(diff), size(config))
-        if not rest and 1 <= k <= max(have(config), 1):
+        # every tensor of the kind: a part of them matching is likelier a coincidence of this configuration
+        if not rest and k == max(have(config), 1):
             found.append(f"{'' if k == 1 else f'{k} x '}the size of the {what} ({shape})")
     why = ("something is counted twice, or is not in the model" if diff > 0
            else "a tensor the model has is missing from your sum")
     if found:
         alternative = f", or by {found[1]}" if len(found) > 1 else ""
         raise Mistake(f"your count is {way} by exactly {found[0]}{alternative}: {why}")
-    raise Mistake(f"your count is {way}, and by no whole number of one kind of tensor: {why}; check each term "
+    raise Mistake(f"your count is {way}, and not by every tensor of one kind: {why}; check each term "
                   f"of your sum against the shapes of the model's tensors")
 
 
 q3 = Question(Task(
     rebuilds=("nexttoken.model:Decoder.num_parameters",),
     name="q3", function="count_parameters", title="predict the parameter count", chapter=CHAPTER, kind="predict",
-    cases=_config_cases, reference=_num_parameters, diagnose=_q3_diagnose,
+    cases=_config_cases, reference=_num_parameters, diagnose=_q3_diagnose, source=_q3_source,
     forbid=shortcut_rule("Decoder(...)", "nexttoken.Decoder(config)", "the count", "predicting"),
     known=[
         Known("with tie_embeddings the LM head *is* the token embedding matrix: count it once",

@@ -186,13 +186,15 @@ def _varied_pass(model, input_ids, piece):
     if piece == "sliced_before":
         x, T = x[:, -1:], 1
     mask = ~causal_mask(T) if piece == "mask_inverted" else causal_mask(T)
+    mask = mask.float() if piece == "float_mask" else mask  # a float mask is added to the scores: it hides nothing
     blocks = {"blocks_reversed": list(model.blocks)[::-1], "last_block_only": model.blocks[-1:],
               "first_block_only": model.blocks[:1]}.get(piece, model.blocks)
     for block in blocks:
         y, _ = block(x, mask)
         x = x + y if piece == "residual_again" else y
+        x = model.final_norm(x) if piece == "norm_each_block" else x
     h = x.mean(1) if piece == "mean_positions" else x[:, -1]
-    if piece != "norm_first":
+    if piece not in ("norm_first", "norm_each_block"):  # normed after every block, the last one's is the final
         h = model.final_norm(h)
     if piece == "norm_twice":
         h = model.final_norm(h)
@@ -212,8 +214,14 @@ _PIECES = {
     "first_block_only": _ONE_BLOCK,
     "residual_again": "you added each block's input to its output: a block adds its residual itself, x, _ = "
                       "block(x, mask)",
-    "sliced_before": "you kept the last position before the blocks: attention mixes positions, so every block "
-                     "needs every position; keep x[:, -1, :] after the blocks, before the final norm",
+    # a mask that hides every earlier position from the last (~mask | diagonal, triu) gives the same output
+    "sliced_before": "the last position saw only itself in the blocks: you kept it before the blocks, or a mask hid "
+                     "the earlier positions from it. Attention mixes positions, so every block needs every "
+                     "position under causal_mask(T); keep x[:, -1, :] after the blocks, before the final norm",
+    "float_mask": "the mask is a float tensor: a float mask is added to the attention scores, so its 0s hide "
+                  "nothing; pass the bool causal_mask(T) as it is (True where a position may read)",
+    "norm_each_block": "the final norm ran after every block: it runs once, after the last block only, just "
+                       "before the LM head (the blocks normalise their own inputs)",
     "mask_inverted": "the mask is inverted: True marks what a position may read, causal_mask(T) as it is (no ~)",
     "tied_head": "you multiplied by the token embedding's matrix: these models' LM head is a matrix of its own "
                  "(untied); apply model.lm_head",

@@ -119,10 +119,11 @@ def _generate_scored(model, input_ids, max_new_tokens):
 @torch.no_grad()
 def _q2_source(model, input_ids, max_new_tokens):
     """The reference loop's steps, for the diagnosis: each step's log-probabilities (from one pass over the
-    output, as the reference scores it), the tokens chosen and the last token each step read."""
+    output, as the reference scores it), their raw logits, the tokens chosen and the last token each step read."""
     ids, P = generate(model, input_ids, max_new_tokens), input_ids.shape[1]
-    steps = torch.log_softmax(model(ids)[:, P - 1:-1].float(), -1)
-    return Source(prompt_length=P, steps=steps, chosen=ids[:, P:], fed=ids[:, P - 1:-1])
+    logits = model(ids)[:, P - 1:-1].float()
+    return Source(prompt_length=P, steps=torch.log_softmax(logits, -1), chosen=ids[:, P:], fed=ids[:, P - 1:-1],
+                  step_logits=logits)
 
 
 def _q2_diagnose(args, expected, got):

@@ -12,6 +12,7 @@ from ..generate import generate
 from .common import (NO_GENERATE, count_new_tokens, eos_case, random_ids, right_padded, small_model,
                      stopping_at_every_step, with_gpt2_eos)
 from ..recorder.words import tokens
+from .diagnosis import Source
 from .feedback import describe
 from .generated import Generated
 from .task import Known, Mistake, Question, Task
@@ -559,6 +560,7 @@ q8 = Question(Task(
     cases=lambda: [([5, 9, 12], 15), ([3], 3), ([None, 2], 4), ([1, 1], 6), ([7, None, 2], 5), ([2, 4], 0),
                    ([2, 6, 4], 5)],
     reference=_pad_layout, diagnose=_q8_diagnose,
+    source=lambda steps, n: Source(bounds=tuple(steps), limit=n),  # each row's EOS step: where its padding starts
     known=[
         Known("the EOS token itself is not padding: padding starts at the step after a row's EOS",
               lambda steps, n: _pad_layout(steps, n, pad_after=-1)),
