@@ -1,11 +1,12 @@
-"""The package's structure, read from its code (AST): no import circle, and short functions in the
-grading wing. What the sandbox may import is tests/grading/test_boundary.py's."""
+"""The package's structure, read from its code (AST): no import circle, short functions in the grading
+wing, and no module longer than a reader can hold. What the sandbox may import is tests/grading/test_boundary.py's."""
 
 import ast
 
 from helpers import PACKAGE, imports, modules
 
 LONGEST = 60  # lines a function of the grading wing may take, its docstring included
+LARGEST = 450  # lines a module of the package may take
 WING = ["exercises", "grading", "recorder"]
 
 
@@ -63,3 +64,10 @@ def test_no_function_of_the_grading_wing_is_longer_than_60_lines():
                     if lines > LONGEST:
                         long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name}: {lines} lines")
     assert not long, "\n".join(long)
+
+
+def test_no_module_of_the_package_is_longer_than_450_lines():
+    sizes = {path: len(path.read_text().splitlines()) for path in sorted(PACKAGE.rglob("*.py"))}
+    assert len(sizes) > 50, "the module reader found too few modules: this test would test nothing"
+    large = [f"{path.relative_to(PACKAGE)}: {n} lines" for path, n in sizes.items() if n > LARGEST]
+    assert not large, "\n".join(large)
