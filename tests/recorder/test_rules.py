@@ -103,3 +103,20 @@ def test_one_dummy_draw_beside_computed_frequencies_breaks_the_check_of_how():
     [(kind, text)] = run_on(joint_frequencies, [(first, table, 500, torch.Generator().manual_seed(1))],
                             watch=draws_from)
     assert kind == "broke_rule" and "drew 1 random value with `generator` for n_draws = 500" in text, text
+
+
+def test_a_list_input_changed_in_place_is_reported_and_a_copy_is_not():
+    def fills_in_place(steps, n):
+        for i, s in enumerate(steps):
+            steps[i] = n if s is None else s
+        return sum(steps)
+
+    def on_a_copy(steps, n):
+        steps = list(steps)
+        steps[0] = n
+        return len(steps)
+
+    [(kind, text)] = run_on(fills_in_place, [([3, None], 5)], arg_names=("eos_steps", "max_new_tokens"))
+    assert kind == "changed_input" and "`eos_steps`, a list, in place" in text, text
+    assert run_on(on_a_copy, [([3, None], 5)]) == [("ok", 2)]
+    assert run_on(fills_in_place, [([3, 4], 5)]) == [("ok", 7)]  # nothing to fill: the list is as it was

@@ -22,12 +22,14 @@ from .contract import MAX_LIST, NO_THREAD, RULE, THREADS_REFUSED
 
 
 def copy_args(args):
-    """Fresh copies of the tensor inputs and random generators, so that nothing a call does to them
-    (changing a tensor, drawing from a generator) reaches the next call. Models are not copied: a task
+    """Fresh copies of the tensor and list inputs and random generators, so that nothing a call does to them
+    (changing a tensor or a list, drawing from a generator) reaches the next call. Models are not copied: a task
     may call one model twice on purpose (chapter 7 looks for a cache kept between calls)."""
     def fresh(a):
         if isinstance(a, torch.Tensor):
             return a.clone()
+        if isinstance(a, list):  # a list of steps or ids: a call may change it in place too
+            return [fresh(x) for x in a]
         if isinstance(a, torch.Generator):
             g = torch.Generator(device=a.device)
             g.set_state(a.get_state())
@@ -217,7 +219,7 @@ def not_written(exc: NotImplementedError) -> bool:
 
 
 def changed_argument(args, before, weights, names) -> str | None:
-    """What the call changed of its inputs (a tensor in place, a model's weights), or None."""
+    """What the call changed of its inputs (a tensor or a list in place, a model's weights), or None."""
     for i, (now, then, w) in enumerate(zip(args, before, weights)):
         name = names[i] if i < len(names) else f"argument {i + 1}"
         if isinstance(now, torch.Tensor) and not (now.shape == then.shape and
@@ -225,6 +227,26 @@ def changed_argument(args, before, weights, names) -> str | None:
             return (f"your function changed its input `{name}` in place; the caller's tensor must stay "
                     "as it was: use the out-of-place operation (masked_fill, not masked_fill_; "
                     "x = x + y, not x += y) or work on a .clone()")
+        if isinstance(now, list) and not same_list(now, then):
+            return (f"your function changed its input `{name}`, a list, in place; the caller's list must stay "
+                    "as it was: build a new list (or work on a copy, list(x))")
         if w is not None and any(not torch.equal(p, q) for p, q in zip(now.parameters(), w)):
             return f"your function changed the weights of `{name}` (the model): only read them"
     return None
+
+
+def same_list(now: list, then) -> bool:
+    """A list input as it was before the call: as long, each item the same (a tensor by its values)."""
+    if not isinstance(then, list) or len(now) != len(then):
+        return False
+    for a, b in zip(now, then):
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                    and torch.equal(a, b)):
+                return False
+        elif isinstance(a, list):
+            if not same_list(a, b):
+                return False
+        elif type(a) is not type(b) or a != b:
+            return False
+    return True
