@@ -14,7 +14,7 @@ from test_grade import recorded
 from nexttoken.exercises import explanations as source
 from nexttoken.grading import batch, cli, exports, outputs, rosters, sandbox
 from nexttoken.grading import read as reading
-from nexttoken.grading.rows import FORMULA_STARTS, invisible, unescape
+from nexttoken.grading.text import FORMULA_STARTS, invisible, unescape
 from nexttoken.grading.run import Recording
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,7 +22,7 @@ import pytest
 
 import nexttoken
 from nexttoken.grading import judge, sandbox
-from nexttoken.grading.rows import FORMULA_STARTS, name_text, unescape
+from nexttoken.grading.text import FORMULA_STARTS, name_text, unescape
 from nexttoken.recorder import wire
 from nexttoken.exercises import chapter
 

@@ -15,7 +15,8 @@ import pytest
 from test_grade import CH02_GOOD, HEADER, notebook
 
 from nexttoken.grading import batch, cli, exports, outputs, rosters
-from nexttoken.grading.rows import FIELDS, for_assignment, name_text, shown
+from nexttoken.grading.rows import FIELDS, for_assignment
+from nexttoken.grading.text import name_text, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 CH02 = [f"ch02.q{i}" for i in range(1, 6)]

@@ -9,7 +9,9 @@ import secrets
 import pytest
 
 from nexttoken.grading import cli, outputs, protocol, read, sandbox
-from nexttoken.grading.rows import FIELDS, FORMULA_STARTS, clean, clean_rows, escape, name_text, one_line, shown
+from nexttoken.recorder import contract
+from nexttoken.grading.rows import FIELDS, clean_rows
+from nexttoken.grading.text import FORMULA_STARTS, clean, escape, name_text, one_line, shown
 
 
 @pytest.mark.parametrize("text", ["x\ud800y", "\udcff", "a\0b", "ok é 字"])
@@ -100,8 +102,8 @@ def test_lines_without_the_nonce_cost_no_memory():
 def test_a_forged_message_of_millions_of_values_is_not_parsed():
     nonce = secrets.token_hex(16)
     bomb = f'{{"nonce": "{nonce}", "record": "q1", "outcomes": ['.encode() + b"[]," * 300_000 + b"[]]}"
-    assert protocol.parse_message(bomb) is None
-    assert protocol.parse_message(f'{{"nonce": "{nonce}", "done": true}}'.encode()) == {"nonce": nonce, "done": True}
+    assert contract.decode_line(bomb) is None
+    assert contract.decode_line(f'{{"nonce": "{nonce}", "done": true}}'.encode()) == {"nonce": nonce, "done": True}
 
 
 def test_resume_reads_back_what_any_submission_made_the_grader_write(tmp_path):
@@ -216,19 +218,19 @@ def test_a_cell_sends_one_error_at_most_and_no_line_longer_than_the_recorder_sen
 def test_a_forged_or_flooding_cell_is_charged_to_the_submission_with_no_run_again():
     """A stop that only a hostile cell causes (a forged message, more output than MAX_REPORT) would buy a
     run after each cell it skips: instead every task left gets the stop, naming the cell, and no run."""
-    from nexttoken.grading import run
+    from nexttoken.grading import run, stops
 
     for stop in (run.Stop(("cell", 4), "error", "a forged record", forged=True),
                  run.Stop(("cell", 4), "too_much_output", "sent more than 33554432 bytes of outputs")):
         recording = run.Recording("ch02", tasks={})
-        left = run.charge(recording, run.RunResult(stopped=stop), ["q1", "q2"], run.Settings())
+        left = stops.charge(recording, run.RunResult(stopped=stop), ["q1", "q2"], run.Settings())
         assert left == [] and recording.skip == {}
         for task in ("q1", "q2"):
             status, reason = recording.results[task]
             assert status == "error" and reason.startswith("your code cell 4") and "not run again" in reason
     honest = run.Recording("ch02", tasks={})  # a cell that hangs is skipped and the notebook run again
-    assert run.charge(honest, run.RunResult(stopped=run.Stop(("cell", 4), "timeout", "ran past 60 s")),
-                      ["q1"], run.Settings()) == ["q1"] and 4 in honest.skip
+    assert stops.charge(honest, run.RunResult(stopped=run.Stop(("cell", 4), "timeout", "ran past 60 s")),
+                        ["q1"], run.Settings()) == ["q1"] and 4 in honest.skip
 
 
 # --- what a judged value may cost, one escaping, the careless cases -----------------------

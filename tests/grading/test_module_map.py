@@ -1,7 +1,8 @@
 """The grading package as its map says: ``grading/__init__.py`` names every module it holds, and a
 submission's way through it runs forward: no stage's module (read, run, judge, rows, outputs) imports a
 module of an earlier stage, so none can call back into one; outputs alone takes the rows' own definitions
-(``Row``, the CSV cell's escaping) from rows, whose rows it writes. Read from the code (AST); nothing runs."""
+(``Row``, the columns) from rows, whose rows it writes. The run stage starts and follows processes and never
+judges: it imports no judging (``judge``, the exercises' verdicts). Read from the code (AST); nothing runs."""
 
 import re
 
@@ -31,6 +32,13 @@ def test_no_stage_imports_an_earlier_stage():
         module = f"nexttoken.grading.{name}"
         earlier = {f"nexttoken.grading.{stage}" for stage in STAGES[:later] if (stage, name) != ("rows", "outputs")}
         assert earlier.isdisjoint(imports(module, found[module], set(found))), (module, earlier)
+
+
+def test_the_run_stage_judges_nothing():
+    found = modules()
+    for name in ("run", "launch", "follow", "protocol", "orders"):
+        module = f"nexttoken.grading.{name}"
+        assert "nexttoken.grading.judge" not in imports(module, found[module], set(found)), module
 
 
 def test_the_stage_check_sees_a_call_back(tmp_path):

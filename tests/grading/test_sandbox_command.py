@@ -302,7 +302,7 @@ def test_every_process_of_a_sandbox_user_is_killed_however_detached():
 def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tmp_path):
     """--no-sandbox as root: the recorder starts through setpriv as the slot's uid, with its process
     limit, in a scratch folder that uid owns; after the run every process of that uid is killed."""
-    from nexttoken.grading import run
+    from nexttoken.grading import launch, run
 
     started, chowned, killed = [], [], []
 
@@ -314,19 +314,19 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
         raise Done
 
     sandbox.seccomp_filter("no_threads")  # built (and kept) before Popen is replaced below
-    monkeypatch.setattr(run.subprocess, "Popen", popen)
-    monkeypatch.setattr(run.os, "chown", lambda path, uid, gid: chowned.append((str(path), uid)))
+    monkeypatch.setattr(launch.subprocess, "Popen", popen)
+    monkeypatch.setattr(launch.os, "chown", lambda path, uid, gid: chowned.append((str(path), uid)))
     monkeypatch.setattr(sandbox, "kill_user", killed.append)
     job = run.Job(b"{}", None, run.Settings(use_sandbox=False, uids=[61007]), 0, time.monotonic() + 60)
     with pytest.raises(Done):
-        run.run_once(job, lambda message: ([], None), set())
+        run.run_once(job, set())
     [cmd] = started
     assert cmd[cmd.index("--") + 1:][:2] == [shutil.which("setpriv") or "/usr/bin/setpriv", "--reuid=61007"]
     assert "--no-new-privs" in cmd and any(a.startswith("--nproc=") for a in cmd)
     assert {uid for _, uid in chowned} == {61007} and any(p.endswith("submission.ipynb") for p, _ in chowned)
     job = run.Job(b"{}", None, run.Settings(use_sandbox=False, uids=[None]), 0, time.monotonic() + 60)
     with pytest.raises(Done):  # not root: as before, no setpriv
-        run.run_once(job, lambda message: ([], None), set())
+        run.run_once(job, set())
     assert "--reuid=61007" not in " ".join(started[-1]) and not any(a.startswith("--nproc=") for a in started[-1])
 
     class Ended:
@@ -335,5 +335,5 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
         def wait(self, timeout=None):
             return 0
 
-    run._kill(Ended(), None, 61007)
+    launch._kill(Ended(), None, 61007)
     assert killed == [61007]

@@ -76,6 +76,24 @@ def weight_arg(text: str) -> tuple[str, int]:
     return task.strip(), int(points)
 
 
+@dataclass(frozen=True)
+class Assignment:
+    """What the grade is of, built once from the command line (``assignment_of``): the assignment's chapter
+    (--chapter; None: any chapter's notebook is graded as its own), the most a notebook of it can get as the
+    scheme counts (0 without --chapter), its name (--assignment) and what the grade counts (``Scheme``)."""
+    chapter: str | None = None
+    scheme: Scheme = field(default_factory=Scheme)
+    name: str | None = None
+    points: int = 0
+
+
+def assignment_of(args) -> Assignment:
+    """The assignment --chapter, --assignment, --count-practice and --weight describe, or ValueError."""
+    scheme = scheme_of(args)
+    points = chapter_points(args.chapter, scheme) if args.chapter else 0
+    return Assignment(args.chapter, scheme, args.assignment, points)
+
+
 def scheme_of(args) -> Scheme:
     """The grading scheme --count-practice and --weight ask for, each weighted task checked to exist."""
     weights = {}
@@ -97,26 +115,17 @@ def chapter_points(name: str, scheme: Scheme | None = None) -> int:
     return (scheme or Scheme()).chapter_points(name)
 
 
-def exports_asked(args) -> list[str]:
-    """The LMS exports ``args`` asks for: each files every submission's points under one assignment."""
-    asked = [flag for flag, value in (("--canvas", args.canvas), ("--assignment", args.assignment),
-                                      ("--gradescope", args.gradescope)) if value]
-    if args.roster is not None and args.gradebook is not None:
-        asked.append("--gradebook with --roster")
-    return asked
-
-
 def chapters_of(rows: list[Row]) -> Counter:
     """How many submissions of the rows were graded as each chapter (from their tasks' names)."""
     found = {r["submission"]: r["task"].split(".")[0] for r in rows if not about_notebook(r)}
     return Counter(found.values())
 
 
-def mixed_chapters(args, chapters: Counter) -> str | None:
-    """The refusal of an LMS export of notebooks of several chapters without --chapter (one assignment's
-    column would hold points of another chapter's work), or None."""
-    asked = exports_asked(args)
-    if args.chapter is not None or len(chapters) < 2 or not asked:
+def mixed_chapters(expected: str | None, asked: list[str], chapters: Counter) -> str | None:
+    """The refusal of the LMS exports ``asked`` (``outputs.Outputs.lms_exports``) of notebooks of several
+    chapters without --chapter (``expected``: one assignment's column would hold points of another chapter's
+    work), or None."""
+    if expected is not None or len(chapters) < 2 or not asked:
         return None
     found = ", ".join(f"{name}: {n}" for name, n in sorted(chapters.items()))
     likely = chapters.most_common(1)[0][0]

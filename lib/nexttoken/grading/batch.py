@@ -20,16 +20,19 @@ from . import assignment, exports, outputs, read, report, rows
 from ..recorder.words import counted
 from .read import Snapshots
 from .rosters import Roster
-from .rows import Row, about_notebook, error_row, name_text, shown
-from .run import Settings, run_submission
+from .rows import Row, about_notebook, error_row
+from .text import name_text, shown
+from .judge import judge_held_out, judge_recording
+from .run import Settings, held_out_pass, run_submission
 
 
 @dataclass
 class Batch:
     """One grading run's state, shared by the threads that grade (each writes only its own submission's
     entries) and the loop that saves after each submission."""
-    args: argparse.Namespace
+    args: argparse.Namespace  # the batch's own options: the submissions, --jobs, --resume, --shard
     settings: Settings
+    to: outputs.Outputs  # what it writes, and for which assignment
     roster: Roster | None
     previous: list[Row]  # the rows of the submissions graded already (--resume)
     todo: list[str]  # the names to grade, in the order given
@@ -43,18 +46,18 @@ class Batch:
     saved: bool = False  # whether the last save wrote grades.csv
 
 
-def prepare(args, settings: Settings, roster: Roster | None) -> Batch:
+def prepare(args, settings: Settings, roster: Roster | None, to: outputs.Outputs) -> Batch:
     """The batch to grade: the submissions given (one --shard's slice), less those --resume finds graded."""
-    previous = outputs.read_previous(args.out) if args.resume else []
+    previous = outputs.read_previous(to.out) if args.resume else []
     done = {r["submission"] for r in previous}
     paths = {name_text(p): p for p in args.submissions}  # in order, once each
-    answers = earlier_answers(args, done, paths, settings.max_bytes) if args.resume else {}
+    answers = earlier_answers(to.out, done, paths, settings.max_bytes) if args.resume else {}
     if args.shard is not None:  # every N-th of the sorted names, from the K-th: the same slices on any machine
         k, n = args.shard
         paths = {name: paths[name] for i, name in enumerate(sorted(paths)) if i % n == k - 1}
     todo = [name for name in paths if name not in done]
     snapshots = Snapshots([paths[name] for name in todo], settings.max_bytes)
-    batch = Batch(args, settings, roster, previous, todo, snapshots, copies_of(todo, snapshots.first), answers)
+    batch = Batch(args, settings, to, roster, previous, todo, snapshots, copies_of(todo, snapshots.first), answers)
     for slot in range(args.jobs):
         batch.slots.put(slot)
     return batch
@@ -62,16 +65,22 @@ def prepare(args, settings: Settings, roster: Roster | None) -> Batch:
 
 def grade_one(batch: Batch, name: str) -> list[Row]:
     """One submission's rows, graded in a free job slot; never raises. Its way through grading runs forward,
-    a stage a module: its snapshot and answer read (``read``), its runs in the sandbox, each record judged
-    as it comes (``run``, ``judge``), then its rows (``rows``); ``save`` writes them (``outputs``)."""
+    a stage a module, each returning here: its snapshot and answer read (``read``), its runs in the sandbox
+    (``run``), their records judged (``judge``), and with --held-out the tasks that passed run and judged
+    again on their held-out inputs, then its rows (``rows``); ``save`` writes them (``outputs``)."""
     slot = batch.slots.get()
     batch.started[name] = time.monotonic()  # from its start in a slot, not from the batch's
+    settings, recording = batch.settings, None
     try:
         data, problem = batch.snapshots.read(name)
         if problem is None:
             batch.answers[name] = answer_of(data)
-        recording = run_submission(data, batch.settings, slot) if problem is None else None
-        return rows.submission_rows(name, problem, recording, batch.settings)
+            recording = run_submission(data, settings, slot)
+            judge_recording(recording)
+            if settings.held_out and recording.tasks:
+                hidden = held_out_pass(recording, settings)
+                judge_held_out(recording, hidden)
+        return rows.submission_rows(name, problem, recording, settings)
     except Exception as exc:  # a grader bug must not cost the other submissions their grades
         return [error_row(name, exc)]
     finally:
@@ -80,18 +89,18 @@ def grade_one(batch: Batch, name: str) -> list[Row]:
 
 def save(batch: Batch) -> None:
     """grades.csv (and the gradebook) and the explanations, with every row graded so far."""
-    args = batch.args
+    to = batch.to
     rows = batch.previous + [r for name in batch.todo if name in batch.graded for r in batch.graded[name]]
     try:
-        batch.rows, batch.saved = outputs.write_grades(args, rows, batch.roster, batch.answers), True
+        batch.rows, batch.saved = outputs.write_grades(to, rows, batch.roster, batch.answers), True
     except Exception as exc:  # e.g. a full disk: keep grading, try again after the next submission
-        print(f"WARNING: could not write {shown(args.out)}: {shown(exc)}", file=sys.stderr)
+        print(f"WARNING: could not write {shown(to.out)}: {shown(exc)}", file=sys.stderr)
         batch.rows, batch.saved = rows, False
         return
     try:
-        outputs.write_explanations(args, batch.rows, batch.answers, batch.roster)
+        outputs.write_explanations(to, batch.rows, batch.answers, batch.roster)
     except Exception as exc:  # the grades are saved; the answers are tried again after the next one
-        print(f"WARNING: could not write {shown(outputs.explanations_path(args.out))}: {shown(exc)}",
+        print(f"WARNING: could not write {shown(outputs.explanations_path(to.out))}: {shown(exc)}",
               file=sys.stderr)
 
 
@@ -106,7 +115,7 @@ def take(batch: Batch, name: str, rows: list[Row]) -> None:
 
 def grade_all(batch: Batch) -> None:
     """Every submission to grade, --jobs at a time, saving after each and saying so on stderr."""
-    start, count = time.monotonic(), 0
+    start, count, scheme = time.monotonic(), 0, batch.to.assignment.scheme
     with ThreadPoolExecutor(max_workers=batch.args.jobs) as pool:
         futures = {pool.submit(grade_one, batch, name): name for name in batch.copies}
         for future in as_completed(futures):
@@ -118,17 +127,17 @@ def grade_all(batch: Batch) -> None:
             take(batch, name, rows)
             save(batch)
             count += 1
-            progress(count, len(batch.todo), name, batch.args.scheme.counted(rows),
+            progress(count, len(batch.todo), name, scheme.counted(rows),
                      time.monotonic() - batch.started.get(name, start))
             for same in batch.copies[name]:
                 count += 1
-                progress(count, len(batch.todo), same, batch.args.scheme.counted(batch.graded[same]), 0.0,
+                progress(count, len(batch.todo), same, scheme.counted(batch.graded[same]), 0.0,
                          same_as=name)
 
 
-def run(args, settings: Settings, roster: Roster | None) -> int:
+def run(args, settings: Settings, roster: Roster | None, to: outputs.Outputs) -> int:
     """Grade the batch, write the exports and print the grades; the exit code (1: something not written)."""
-    batch = prepare(args, settings, roster)
+    batch = prepare(args, settings, roster, to)
     refused = mixed_batch(batch)
     if refused is not None:  # before anything is graded or written
         batch.snapshots.close()
@@ -144,17 +153,18 @@ def run(args, settings: Settings, roster: Roster | None) -> int:
             settings.cgroups.sweep()
     elapsed = time.monotonic() - start
     if not batch.saved:
-        print(f"python -m nexttoken.grade: the grades could not be written to {shown(args.out)}", file=sys.stderr)
+        print(f"python -m nexttoken.grade: the grades could not be written to {shown(to.out)}", file=sys.stderr)
         return 1
-    refused = assignment.mixed_chapters(args, assignment.chapters_of(batch.rows))
+    refused = assignment.mixed_chapters(settings.chapter, to.lms_exports(roster is not None),
+                                        assignment.chapters_of(batch.rows))
     if refused is not None:  # chapters the first look did not find (mixed_batch): the grades, no export
-        print(f"python -m nexttoken.grade: {refused}; the grades are in {shown(args.out)}, no export was written",
+        print(f"python -m nexttoken.grade: {refused}; the grades are in {shown(to.out)}, no export was written",
               file=sys.stderr)
         return 1
     try:
-        outputs.write_exports(args, batch.rows, roster, batch.answers)
-        problems = outputs.report_roster(args, batch.rows, roster, batch.answers) if roster is not None else None
-        page = outputs.write_report(args, batch.rows, batch.answers, roster)
+        outputs.write_exports(to, batch.rows, roster, batch.answers)
+        problems = outputs.report_roster(to, batch.rows, roster, batch.answers) if roster is not None else None
+        page = outputs.write_report(to, batch.rows, batch.answers, roster)
     except Exception as exc:  # the grades themselves are saved: say what failed, exit 1
         print(f"python -m nexttoken.grade: the exports could not be written: {shown(exc)}", file=sys.stderr)
         return 1
@@ -168,8 +178,8 @@ def run(args, settings: Settings, roster: Roster | None) -> int:
 def mixed_batch(batch: Batch) -> str | None:
     """The refusal of an LMS export of several chapters' notebooks without --chapter, from the chapters
     of the rows --resume keeps and of each snapshot (read as JSON text: nothing of it runs), or None."""
-    args = batch.args
-    if args.chapter is not None or not assignment.exports_asked(args):
+    asked = batch.to.lms_exports(batch.roster is not None)
+    if batch.settings.chapter is not None or not asked:
         return None
     chapters = assignment.chapters_of(batch.previous)
     for name in batch.todo:
@@ -177,26 +187,27 @@ def mixed_batch(batch: Batch) -> str | None:
         found = read.read_chapter(data) if problem is None else None
         if found is not None:
             chapters[found] += 1
-    return assignment.mixed_chapters(args, chapters)
+    return assignment.mixed_chapters(batch.settings.chapter, asked, chapters)
 
 
 def summary(batch: Batch, elapsed: float, page: Path, roster_problems: int | None) -> None:
     """A few lines on stdout: what was graded and how fast, the points, the problems, and what was written
     (each row is in grades.csv, each task's pass rate and mistakes in the class report)."""
-    args, rows, todo = batch.args, batch.rows, batch.todo
+    args, to, rows, todo = batch.args, batch.to, batch.rows, batch.todo
     if todo:
         repeated = len(todo) - len(batch.copies)
         print(f"graded {counted(len(todo), 'submission')} in {elapsed:.1f} s ({elapsed / len(todo):.1f} s each, "
               f"{args.jobs} at once{', NO sandbox' if args.no_sandbox else ''}"
               + (f"; {repeated} of the same bytes as another, graded once)" if repeated else ")"))
     print(f"{counted(len(report.totals(rows)), 'submission')} in all; "
-          f"{report.points_summary(rows, outputs.most_points(args, rows))}")
-    print(f"{args.scheme.describe()[0].upper()}{args.scheme.describe()[1:]}"
-          + ("" if args.scheme.practice or args.scheme.weights else " (--count-practice counts them too)"))
-    print(problems_line(rows, roster_problems, args.out))
-    print(f"wrote {counted(len(rows), 'row')} to {shown(args.out)}"
-          + (f" and {shown(args.gradebook)}" if args.gradebook else "")
-          + f"; the explanations' answers, to mark, to {shown(outputs.explanations_path(args.out))}")
+          f"{report.points_summary(rows, outputs.most_points(to, rows))}")
+    scheme = to.assignment.scheme
+    print(f"{scheme.describe()[0].upper()}{scheme.describe()[1:]}"
+          + ("" if scheme.practice or scheme.weights else " (--count-practice counts them too)"))
+    print(problems_line(rows, roster_problems, to.out))
+    print(f"wrote {counted(len(rows), 'row')} to {shown(to.out)}"
+          + (f" and {shown(to.gradebook)}" if to.gradebook else "")
+          + f"; the explanations' answers, to mark, to {shown(outputs.explanations_path(to.out))}")
     print(f"the class report (pass rates, mistakes, points): {shown(page)}")
 
 
@@ -241,10 +252,11 @@ def copies_of(todo: list[str], first: dict[str, str]) -> dict[str, list[str]]:
     return {name: same[1:] for name, same in found.items()}
 
 
-def earlier_answers(args, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
-    """--resume: the answers of the submissions graded already, as the earlier run wrote them, or, where it
-    did not (a run killed before it wrote them), read again from the file: JSON text only, never run."""
-    answers = outputs.read_answers(outputs.explanations_path(args.out))
+def earlier_answers(out: Path, done: set[str], paths: dict[str, Path], max_bytes: int) -> dict[str, dict]:
+    """--resume: the answers of the submissions graded already, as the earlier run (writing ``out``) wrote
+    them, or, where it did not (a run killed before it wrote them), read again from the file: JSON text
+    only, never run."""
+    answers = outputs.read_answers(outputs.explanations_path(out))
     for name in done - set(answers):
         if name in paths:
             data, problem = read.read_submission(paths[name], max_bytes)

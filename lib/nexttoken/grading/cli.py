@@ -8,7 +8,7 @@ from pathlib import Path
 
 from . import assignment, batch, outputs, rosters, sandbox
 from ..recorder.words import counted
-from .rows import shown
+from .text import shown
 from .run import Settings
 
 
@@ -31,7 +31,7 @@ def merge(argv) -> int:
     p.add_argument("--gradebook", type=Path, help="also write the gradebook, as one run would")
     add_export_arguments(p)
     args = p.parse_args(argv)
-    check_export_arguments(p, args)
+    to = outputs.outputs_of(args, check_export_arguments(p, args))
     if args.github_classroom:
         p.error("--github-classroom reports one runner's submissions: use it on a grading run, not a merge")
     # A shard's answers file, next to its grades CSV, is no part of its own: `merge grades-*.csv` lists both.
@@ -52,16 +52,17 @@ def merge(argv) -> int:
     except (ValueError, rosters.RosterError) as exc:  # outputs.UnreadableCSV among them: it names the shard
         print(f"python -m nexttoken.grade merge: {shown(exc)}", file=sys.stderr)
         return 2
-    refused = assignment.mixed_chapters(args, assignment.chapters_of(rows))
+    refused = assignment.mixed_chapters(to.assignment.chapter, to.lms_exports(roster is not None),
+                                        assignment.chapters_of(rows))
     if refused is not None:
         print(f"python -m nexttoken.grade merge: {refused}; nothing was written", file=sys.stderr)
         return 2
-    rows = outputs.write_grades(args, rows, roster, answers)
-    outputs.write_explanations(args, rows, answers, roster)
-    outputs.write_exports(args, rows, roster, answers)
+    rows = outputs.write_grades(to, rows, roster, answers)
+    outputs.write_explanations(to, rows, answers, roster)
+    outputs.write_exports(to, rows, roster, answers)
     if roster is not None:
-        outputs.report_roster(args, rows, roster, answers)
-    page = outputs.write_report(args, rows, answers, roster)
+        outputs.report_roster(to, rows, roster, answers)
+    page = outputs.write_report(to, rows, answers, roster)
     print(f"merged {counted(len(args.parts), 'CSV')}: {counted(len(owner), 'submission')}, "
           f"{counted(len(rows), 'row')}, into {shown(args.out)}; the class report: {shown(page)}")
     return 0
@@ -102,13 +103,13 @@ def add_export_arguments(p) -> None:
                    "(with --roster) or submission")
 
 
-def check_export_arguments(p, args) -> None:
-    """The checks every run and merge makes of the export arguments; sets ``args.scheme``, what the grade
-    counts (``assignment.Scheme``), built here once."""
+def check_export_arguments(p, args) -> assignment.Assignment:
+    """The checks every run and merge makes of the export arguments; the assignment they describe
+    (``assignment.Assignment``: its chapter and points, what the grade counts)."""
     if args.canvas is not None and (args.roster is None or not args.assignment):
         p.error("--canvas needs --roster (Canvas's student ids) and --assignment \"NAME (ID)\"")
     try:
-        args.scheme = assignment.scheme_of(args)
+        return assignment.assignment_of(args)
     except ValueError as exc:
         p.error(str(exc))
 
@@ -257,12 +258,13 @@ def main(argv=None):
         print("WARNING: --no-sandbox: submissions run without isolation; use it for trusted ones only",
               file=sys.stderr)
     cgroups, uids = ready
+    expected = assignment.assignment_of(args)  # parse_args checked it: the values built once, here
     settings = Settings(timeout=args.timeout, notebook_timeout=args.notebook_timeout, limits=limits,
                         use_sandbox=not args.no_sandbox, max_bytes=args.max_size * 1024 * 1024,
-                        cgroups=cgroups, uids=uids, held_out=args.held_out, chapter=args.chapter,
-                        chapter_points=outputs.chapter_points(args))
+                        cgroups=cgroups, uids=uids, held_out=args.held_out, chapter=expected.chapter,
+                        chapter_points=expected.points)
     try:
-        return batch.run(args, settings, roster)
+        return batch.run(args, settings, roster, outputs.outputs_of(args, expected))
     except outputs.UnreadableCSV as exc:  # --resume's --out, or its explanations next to it
         print(f"python -m nexttoken.grade: --resume: {shown(exc)}", file=sys.stderr)
         return 2

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import rosters
-from .rows import NOTEBOOK, Row, about_notebook, clean, not_counted, notebook_row, shown
+from .rows import NOTEBOOK, Row, about_notebook, not_counted, notebook_row
+from .text import clean, shown
 from .rosters import Roster, match, missing_reason, no_entry_detail
 
 PROBLEM_FIELDS = ["problem", "student_id", "name", "submission", "detail"]
@@ -299,7 +300,7 @@ def feedback(title: str, rows: list[dict], notes: list[str] = (), most: int | No
 
 def reason_lines(reason: str) -> list[str]:
     """A reason as lines: its summary, then its evidence indented, whether it comes from the run (its lines)
-    or from a grades CSV (--resume, merge: the lines joined by " | ", ``rows.one_line``)."""
+    or from a grades CSV (--resume, merge: the lines joined by " | ", ``text.one_line``)."""
     parts = [part.strip() for part in re.split(r"\n| \| ", reason) if part.strip()]
     return parts[:1] + [f"   {part}" for part in parts[1:]]
 

@@ -12,7 +12,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .protocol import FORGED, Lines, Sequence, new_nonce, parse_message
+from ..recorder.contract import decode_line, nonce_line, order_header
+from .protocol import FORGED, Lines, Sequence, new_nonce
 
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
 STARTUP_S = 120  # seconds a sandbox may take to start Python, torch and the tasks (no learner code yet)
@@ -39,12 +40,12 @@ class RunResult:
 
 
 def _send_order(stdin, order: bytes | None) -> None:
-    """The work order on the recorder's stdin (its length, then its bytes), then stdin closed; without an
+    """The work order on the recorder's stdin (the contract's framing), then stdin closed; without an
     order, stdin closed: the recorder then ends. In a thread of its own: an order is megabytes, more than
     a pipe holds, and the recorder reads it while the grader goes on following the run."""
     try:
         if order is not None:
-            stdin.write(b"%d\n" % len(order))
+            stdin.write(order_header(order))
             stdin.write(order)
     except (OSError, ValueError):  # the recorder is gone: its end is reported by Follower.next_chunk
         pass
@@ -73,7 +74,7 @@ class Follower:
     def follow(self, read_end: int) -> None:
         """Until the recorder says it is done, or the run is stopped (``result.stopped``)."""
         try:
-            self.proc.stdin.write(f"{self.nonce}\n".encode())
+            self.proc.stdin.write(nonce_line(self.nonce))
             self.proc.stdin.flush()
         except OSError:
             pass
@@ -91,7 +92,7 @@ class Follower:
                 if too_long is not None:
                     self.stop("error", FORGED.format(why=too_long), forged=True)
                     return
-                message = parse_message(line)
+                message = decode_line(line)
                 if message is not None and message.get("nonce") == self.nonce and not self.take(message):
                     return
 

@@ -68,6 +68,16 @@ def next_group(tasks: dict, pending: list[str]) -> tuple[list[str], str | None]:
     return (group, None) if group else (pending, generate_rule(tasks[pending[0]]))
 
 
+def next_run(tasks: dict | None, pending: list[str] | None, settings):
+    """What the next run of ``pending``'s tasks (of ``tasks``, name -> Task) is handed (``plan``), and the
+    message generate raises in its sandbox (``next_group``). ``pending`` None: the first run, which finds
+    the chapter and records the tasks that may use generate."""
+    if pending is None:
+        return plan(None, settings), None
+    group, rule = next_group(tasks, pending)
+    return plan(group, settings), rule
+
+
 def plan(tasks: list[str] | None, settings):
     """What a run is handed (``run.run_once``): given the recorder's first message (what it read),
     the tasks it records and their packed work order, or no order (not a notebook of a chapter, or of

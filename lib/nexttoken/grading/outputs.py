@@ -17,13 +17,16 @@ import os
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exercises import explanations as source
 from ..recorder.words import counted
-from . import assignment, exports, report, rosters
+from . import exports, report, rosters
+from .assignment import Assignment
 from .rosters import IDENTITY
-from .rows import FIELDS, Row, about_notebook, clean, escape, for_assignment, one_line, unescape, shown
+from .rows import FIELDS, Row, about_notebook, for_assignment
+from .text import clean, escape, one_line, shown, unescape
 
 # The explanations' CSV: the answer after the question and the rubric, as in every export.
 # notebook_sha256: the notebook's bytes' digest, which shows the instructor notebooks of the same bytes.
@@ -154,31 +157,52 @@ def missing_line(expected: str | None, table: dict | None) -> dict:
             **question_columns(expected or "", table), "points": "", "notebook_sha256": ""}
 
 
-def chapter_points(args) -> int:
-    """--chapter's points as the grade counts them (0 without it): the most of a notebook's one row."""
-    return assignment.chapter_points(args.chapter, args.scheme) if args.chapter else 0
+@dataclass(frozen=True)
+class Outputs:
+    """What a run or a merge writes, and for which assignment, built once from the command line
+    (``outputs_of``): --out (grades.csv; the explanations, the report and the roster's problems go next to
+    it), --gradebook, --canvas, --gradescope and --feedback where given."""
+    out: Path
+    assignment: Assignment = field(default_factory=Assignment)
+    gradebook: Path | None = None
+    canvas: Path | None = None
+    gradescope: Path | None = None
+    feedback: Path | None = None
+
+    def lms_exports(self, roster: bool) -> list[str]:
+        """The LMS exports asked for (with a ``roster`` or not): each files every submission's points under
+        one assignment."""
+        asked = [flag for flag, value in (("--canvas", self.canvas), ("--assignment", self.assignment.name),
+                                          ("--gradescope", self.gradescope)) if value]
+        return asked + (["--gradebook with --roster"] if roster and self.gradebook is not None else [])
 
 
-def most_points(args, rows: list[Row]) -> int:
+def outputs_of(args, assignment: Assignment) -> Outputs:
+    return Outputs(args.out, assignment, args.gradebook, args.canvas, args.gradescope, args.feedback)
+
+
+def most_points(to: Outputs, rows: list[Row]) -> int:
     """The assignment's points: its chapter's with --chapter, else the most a graded submission can get."""
-    return exports.assignment_max(rows, chapter_points(args) if args.chapter else None)
+    expected = to.assignment
+    return exports.assignment_max(rows, expected.points if expected.chapter else None)
 
 
-def write_grades(args, rows: list[Row], roster: rosters.Roster | None,
+def write_grades(to: Outputs, rows: list[Row], roster: rosters.Roster | None,
                  answers: dict[str, dict] | None = None) -> list[Row]:
     """grades.csv and the gradebook; returns the rows in the order written: by submission (a stable sort,
     each submission's tasks in order), so that merged shards give exactly what one run writes. ``answers``
     (the explanations' answers by file) decide which of a student's files of equal points counts."""
-    rows = args.scheme.counted(for_assignment(rows, args.chapter, chapter_points(args)))
+    expected = to.assignment
+    rows = expected.scheme.counted(for_assignment(rows, expected.chapter, expected.points))
     rows = sorted(rows, key=lambda r: r["submission"])
-    most = most_points(args, rows)
+    most = most_points(to, rows)
     if roster is None:
-        write_csv(args.out, FIELDS, rows)
+        write_csv(to.out, FIELDS, rows)
     else:
-        write_csv(args.out, FIELDS + rosters.IDENTITY, exports.with_identity(rows, roster, most))
-    if args.gradebook is not None:
+        write_csv(to.out, FIELDS + rosters.IDENTITY, exports.with_identity(rows, roster, most))
+    if to.gradebook is not None:
         answered = exports.answered_files(answers or {})
-        write_csv(args.gradebook, *(exports.gradebook(rows) if roster is None else
+        write_csv(to.gradebook, *(exports.gradebook(rows) if roster is None else
                                     exports.student_gradebook(rows, roster, most, answered)))
     return rows
 
@@ -188,16 +212,16 @@ def problems_path(out: Path) -> Path:
     return out.with_name(f"{out.stem}-problems.csv")
 
 
-def report_roster(args, rows: list[Row], roster: rosters.Roster, answers: dict[str, dict] | None = None) -> int:
+def report_roster(to: Outputs, rows: list[Row], roster: rosters.Roster, answers: dict[str, dict] | None = None) -> int:
     """Every roster problem in the problems file, and on stderr their counts and the first few, named;
     returns how many there are."""
     found = exports.problems(rows, roster, exports.answered_files(answers or {}))
-    write_csv(problems_path(args.out), exports.PROBLEM_FIELDS, found)
+    write_csv(problems_path(to.out), exports.PROBLEM_FIELDS, found)
     counts = Counter(p["problem"] for p in found)
     said = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "none"
     files = counted(len(exports.per_submission(rows)), "file")
     print(f"roster: {counted(len(roster.students), 'student')}, {files}; problems: {said}"
-          f" (all in {shown(problems_path(args.out))})", file=sys.stderr)
+          f" (all in {shown(problems_path(to.out))})", file=sys.stderr)
     for p in found[:20]:  # e.g. "duplicate_submission: a1 Alice: alice_v2.ipynb: not counted"
         who = f"{p['student_id']} {p['name']}".strip()
         parts = (p["problem"], who, Path(p["submission"]).name if p["submission"] else "", p["detail"])
@@ -205,53 +229,54 @@ def report_roster(args, rows: list[Row], roster: rosters.Roster, answers: dict[s
     if len(found) > 20:
         print(f"  ... and {len(found) - 20} more", file=sys.stderr)
     lost = exports.unplaced(rows, roster)
-    if lost and args.canvas is not None:
+    if lost and to.canvas is not None:
         without = sum(r.counted is None for r in exports.results(rows, roster, 0)[0])
         print(f"{counted(len(lost), 'file')} could not be placed on the roster, so the {counted(without, 'student')} "
-              f"with no file get a blank in {shown(args.canvas)}, not 0 (Canvas leaves a blank grade as it was): "
+              f"with no file get a blank in {shown(to.canvas)}, not 0 (Canvas leaves a blank grade as it was): "
               "place every file (correct the roster) and run python -m nexttoken.grade merge again with it",
               file=sys.stderr)
     return len(found)
 
 
-def write_explanations(args, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None) -> None:
+def write_explanations(to: Outputs, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None) -> None:
     """The explanations' answers next to --out, for the instructor to mark (no points counted here)."""
-    path, lines = explanations_path(args.out), explanation_rows(rows, answers, args.chapter)
+    path, lines = explanations_path(to.out), explanation_rows(rows, answers, to.assignment.chapter)
     if roster is None:
         write_csv(path, EXPLANATION_FIELDS, lines)
     else:  # the instructor marks by student: the IDENTITY columns first
         table = source.table()
         write_csv(path, IDENTITY + EXPLANATION_FIELDS,
-                  rosters.with_identity(lines, roster, lambda s: missing_line(args.chapter, table)))
+                  rosters.with_identity(lines, roster, lambda s: missing_line(to.assignment.chapter, table)))
 
 
-def write_exports(args, rows: list[Row], roster: rosters.Roster | None, answers: dict[str, dict]) -> None:
+def write_exports(to: Outputs, rows: list[Row], roster: rosters.Roster | None, answers: dict[str, dict]) -> None:
     """Canvas, Gradescope and the feedback files, from the same rows as grades.csv: with a roster, one
     of each per roster student, named by the roster; without, one per submission. Each results.json also
     holds the explanation's answer, question and rubric as a test of 0 points hidden from the student,
     for the instructor to mark (on Gradescope the grader's CSVs are not kept)."""
-    if args.canvas is not None:
-        write_csv(args.canvas, *exports.canvas(rows, roster, args.assignment))
-    for folder in (args.gradescope, args.feedback):
+    if to.canvas is not None:
+        write_csv(to.canvas, *exports.canvas(rows, roster, to.assignment.name))
+    for folder in (to.gradescope, to.feedback):
         if folder is not None:
             folder.mkdir(exist_ok=True)
-    explained = {r["submission"]: r for r in explanation_rows(rows, answers, args.chapter)}
-    for stem, results, feedback in exports.per_file(rows, roster, most_points(args, rows), explained):
-        if args.gradescope is not None:
-            (args.gradescope / stem).mkdir(exist_ok=True)
-            write_text(args.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
-        if args.feedback is not None:
-            write_text(args.feedback / f"{stem}.md", feedback)
+    explained = {r["submission"]: r for r in explanation_rows(rows, answers, to.assignment.chapter)}
+    for stem, results, feedback in exports.per_file(rows, roster, most_points(to, rows), explained):
+        if to.gradescope is not None:
+            (to.gradescope / stem).mkdir(exist_ok=True)
+            write_text(to.gradescope / stem / "results.json", json.dumps(results, indent=2) + "\n")
+        if to.feedback is not None:
+            write_text(to.feedback / f"{stem}.md", feedback)
 
 
-def write_report(args, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None = None) -> Path:
+def write_report(to: Outputs, rows: list[Row], answers: dict[str, dict], roster: rosters.Roster | None = None) -> Path:
     """The class report next to --out (grades.csv: grades-report.html; ``report``), from the rows as
     grades.csv holds them: with a roster, one learner a student (their counted file), the roster's missing,
     unplaced and superseded files listed; titled by the assignment (--assignment, else --chapter); returns
     its path."""
-    path = report.report_path(args.out)
-    explained = explanation_rows(rows, answers, args.chapter)
-    title = args.assignment or (f"{args.chapter} ({args.out.name})" if args.chapter else args.out.name)
+    path = report.report_path(to.out)
+    explained = explanation_rows(rows, answers, to.assignment.chapter)
+    expected = to.assignment
+    title = expected.name or (f"{expected.chapter} ({to.out.name})" if expected.chapter else to.out.name)
     learners, listed = rows, None
     if roster is not None:
         found = exports.results(rows, roster, 0, exports.answered_files(answers))[0]
@@ -259,6 +284,6 @@ def write_report(args, rows: list[Row], answers: dict[str, dict], roster: roster
         listed = {"missing": [f"{r.student['name']} ({r.student['student_id']})" for r in found if r.counted is None],
                   "unplaced": exports.unplaced(rows, roster),
                   "superseded": [f for r in found for f in r.files if f != r.counted]}
-    write_text(path, report.page(title, learners, most_points(args, rows), explained, explanations_path(args.out),
-                                 args.scheme.describe(), listed))
+    write_text(path, report.page(title, learners, most_points(to, rows), explained, explanations_path(to.out),
+                                 to.assignment.scheme.describe(), listed))
     return path

@@ -1,21 +1,16 @@
 """The grader's side of the recorder's protocol, with no process in it: the lines of one run (those that
-start with its nonce), each parsed under a cap, and the order and form of its messages (``Sequence``).
+start with its nonce, ``Lines``) and the order of its messages (``Sequence``). What a line and a message
+are (the line's encoding, each kind's keys, a record's form) is the contract's (``recorder.contract``).
 
 The learner's code runs in the same process as the recorder and can find the nonce, so what this module
 accepts is only what the recorder itself sends, in the order it sends it; anything else is named, and the
-run stops there (``runner``).
+run stops there (``follow.Follower``).
 """
 
-import json
 import secrets
 
 from ..checks import is_int
-from ..recorder.contract import KEYS, MAX_STRING, MAX_TOKENS
-
-# The longest line of any message but a record that the recorder sends: a cell's error of MAX_STRING
-# characters, each at most 12 bytes in JSON (a character beyond the BMP is two escapes, "\ud83d\ude00"), with
-# the nonce and the keys. A longer one is refused before it is parsed: a flood costs the grader no parsing.
-MAX_SMALL_LINE = 12 * MAX_STRING + 256
+from ..recorder.contract import MAX_SMALL_LINE, MAX_STRING, kind_of, line_prefix, record_in_form, starts_with
 
 
 def new_nonce() -> str:
@@ -30,7 +25,7 @@ class Lines:
     nonce's prefix (``bytes.find``, in C), so a chunk of 65,536 newlines costs one search, not 65,536 steps."""
 
     def __init__(self, nonce: str):
-        self.prefix = b'{"nonce": "' + nonce.encode() + b'"'
+        self.prefix = line_prefix(nonce)  # the contract's line encoding: every line of the run starts so
         self.marker = b"\n" + self.prefix  # where a line with the nonce starts, inside a chunk
         self.buffer = bytearray()  # the open line's first bytes, while they may still be the prefix's
         self.junk = False  # the open line is not one of ours: skip to its end
@@ -87,18 +82,6 @@ class Lines:
             self.junk = True
 
 
-def parse_message(line: bytes) -> dict | None:
-    """A recorder message, or None for one too big to parse safely (the learner's process can forge one
-    with the nonce: a few MB of "[]" would be millions of objects here)."""
-    if line.count(b"{") + line.count(b"[") + line.count(b",") > MAX_TOKENS:
-        return None
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
-        return None
-    return message if isinstance(message, dict) else None
-
-
 FORGED = ("the grader received a message from your process that its recorder did not send in that form or at "
           "that point (a malformed or forged record: {why}), so this was not graded")
 
@@ -108,32 +91,6 @@ def cells_at_most(data: bytes) -> int:
     kind ("cell_type" keys). With it the cells a run announces are bounded, and so are its messages: one
     per cell and one error at most, two per task, then "done"."""
     return data.count(b'"cell_type"')
-
-
-def _names(value) -> bool:
-    return isinstance(value, list) and len(value) <= 64 and all(isinstance(v, str) for v in value)
-
-
-def _notes(value) -> bool:
-    """A record's notes in the recorder's form (``recorder.kernel.Kernel.notes``): numbers and one short
-    name, from which the grader writes its own words."""
-    if not isinstance(value, dict) or set(value) - {"defined", "loop"}:
-        return False
-    defined, loop = value.get("defined"), value.get("loop")
-    if defined is not None:
-        if not (isinstance(defined, dict) and set(defined) == {"cells", "counts", "used"}):
-            return False
-        cells, counts = defined["cells"], defined["counts"]
-        if not (isinstance(cells, list) and isinstance(counts, list) and 2 <= len(cells) == len(counts) <= 16
-                and all(map(is_int, cells)) and all(c is None or is_int(c) for c in counts)
-                and is_int(defined["used"])):
-            return False
-    if loop is not None:
-        if not (isinstance(loop, dict) and set(loop) == {"cell", "line", "name"} and is_int(loop["cell"])
-                and is_int(loop["line"]) and isinstance(loop["name"], str) and loop["name"].isidentifier()
-                and len(loop["name"]) <= 60):
-            return False
-    return True
 
 
 class Sequence:
@@ -158,16 +115,16 @@ class Sequence:
         ``prefix``: the length of the line's start with the nonce (the kind's key follows it)."""
         if len(line) <= MAX_SMALL_LINE:
             return None
-        if line.startswith(b', "record": ', prefix) and self.index >= 0 and not self.recorded:
+        if starts_with(line, prefix, "record") and self.index >= 0 and not self.recorded:
             return None
         return "a message longer than the recorder sends at that point"
 
     def check(self, message: dict, current) -> str | None:
         """None for a message in order and in form, else what is wrong with it."""
-        kinds = [k for k in KEYS if k in message]
-        if len(kinds) != 1 or set(message) - {"nonce"} != KEYS[kinds[0]]:
+        kind = kind_of(message)
+        if kind is None:
             return "not a message of the recorder's"
-        kind, value = kinds[0], message[kinds[0]]
+        value = message[kind]
         if kind == "cell":
             if not (is_int(value) and value > self.cell and self.index < 0):
                 return f"code cell {str(value)[:20]} out of order"
@@ -189,8 +146,7 @@ class Sequence:
         elif kind == "record":
             if not (self.index >= 0 and not self.recorded and value == self.tasks[self.index]):
                 return f"a record of {str(value)[:20]} out of order"
-            if not (isinstance(message["outcomes"], list) and _names(message["library"])
-                    and _names(message["tampered"]) and _notes(message["notes"])):
+            if not record_in_form(message):
                 return "a record of the wrong form"
             self.recorded = True
         elif kind == "done":

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..exercises import explanations as source
 from ..recorder.contract import MAX_TOKENS
 from ..recorder.notebook import detect_chapter
-from .rows import clean, name_text
+from .text import clean, name_text
 
 MAX_STRUCTURES = 1_000_000  # JSON objects and lists in a submission: more is refused before any parsing
 
@@ -135,7 +135,7 @@ def too_many_values(data: bytes) -> bool:
 def harmless(text: str) -> tuple[str, str]:
     """(status, text) for the exports: line breaks as "\\n" (a tab, a no-break or other space as a space, a
     line or paragraph separator as a line break), every character a terminal or a spreadsheet could act on
-    or that does not render as its visible escape (``rows.clean``: controls, bidirectional overrides,
+    or that does not render as its visible escape (``text.clean``: controls, bidirectional overrides,
     zero-width ones, variation selectors, tag characters, a combining mark with nothing visible to sit on),
     and at most MAX_ANSWER characters, the cut said at its end."""
     text = str(text).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")

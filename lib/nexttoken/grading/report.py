@@ -7,7 +7,7 @@ one learner a student (the file that counted), the students who handed in nothin
 one; notebooks of the same bytes and explanations answered in the same words; and the explanations' answers
 to mark (with a link to the explanations CSV). It works offline: no script, no font, no request; its plots
 are inline SVG drawn here. Everything a submission wrote (file names, answers) is escaped (``html.escape``)
-after ``rows.clean``, and the page is written as the CSVs are (``outputs.write_atomically``)."""
+after ``text.clean``, and the page is written as the CSVs are (``outputs.write_atomically``)."""
 
 import html
 import statistics
@@ -16,7 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 from ..exercises import chapter
-from .rows import Row, about_notebook, clean
+from .rows import Row, about_notebook
+from .text import clean
 
 RETEACH = 10  # mistakes named under "what to reteach"
 MAX_NAME = 200  # characters of a mistake's name, cut at a word

@@ -10,7 +10,8 @@ grader or the exercises. It imports only torch and the lesson's library (tests/g
     jupyter.py   the names a Jupyter kernel gives a notebook (display, get_ipython, In, Out), %%writefile
     calling.py   calling a function on its inputs under the task's rules (a notebook's check() too)
     watches.py   the checks of how a function works, which only watching it run can tell
-    contract.py  what both sides agree on: the chapters, the messages and their keys, the rules' words, the limits
+    contract.py  the whole contract both sides import: the command line, the stdin framing, the line encoding,
+                 every message's kind and keys, the notebook message, the notes, the outcome kinds, the limits
     wire.py      the one data format between the sandbox and the grader, both ways, within those limits
     words.py     counts in words ("1 row", "3 rows"), for both sides
     stand_in.py  what ``nexttoken.exercises`` is inside the sandbox: chapters with no tasks

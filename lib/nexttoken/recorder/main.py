@@ -8,14 +8,16 @@ text) with ``notebook``: nbformat 4 as JSON, older formats upgraded with nbforma
 CHAPTER "auto" it finds the chapter in the notebook (its metadata, else the exercise module its code
 imports).
 
-It only computes; the grader judges. Its standard input brings, from the grader, first a one-line nonce,
-then, once the recorder has said which chapter the notebook is, the *work order* (``wire.pack_order``): a
-line with its length in bytes, then the order itself. The order names each task's function and carries its
-test inputs as data (the held-out ones among them, unnamed), its rules and its check of how by name
-(``calling``, ``watches``). Nothing in this process can judge an output: the tasks' references, known
-mistakes, held-out names and solutions are not in the sandbox, which shows only the lesson's library and
-this package (``nexttoken.grading.sandbox.policy``), and this package imports only the lesson's library. No
-order (the grader closed the input: another chapter than the assignment's) and it ends.
+It only computes; the grader judges. Its command line, its stdin's framing, its lines and every message's
+keys are the contract's (``contract``), which the grader imports too. Its standard input brings, from the
+grader, first a one-line nonce, then, once the recorder has said which chapter the notebook is, the *work
+order* (``wire.pack_order``): a line with its length in bytes, then the order itself. The order names each
+task's function and carries its test inputs as data (the held-out ones among them, unnamed), its rules and
+its check of how by name (``calling``, ``watches``). Nothing in this process can judge an output: the
+tasks' references, known mistakes, held-out names and solutions are not in the sandbox, which shows only
+the lesson's library and this package (``nexttoken.grading.sandbox.policy``), and this package imports only
+the lesson's library. No order (the grader closed the input: another chapter than the assignment's) and it
+ends.
 
 Then stdin is closed, and it runs only the learner's *definitions* (imports, ``def``, ``class``,
 assignments to plain names, and to items or attributes of names the notebook bound itself, such as
@@ -53,7 +55,6 @@ This process is the learner's, so none of this is a wall: code that digs through
 everyone else safe, and the judging outside keeps the answers out of reach.
 """
 
-import argparse
 import builtins
 import json
 import os
@@ -63,7 +64,7 @@ import types
 from . import calling, cells, contract, jupyter, kernel, notebook, watches, wire
 from .cells import missing_reason
 from .kernel import Kernel
-from .contract import message
+from .contract import message, notebook_read, notebook_refused
 from .notebook import Refused
 
 
@@ -218,33 +219,18 @@ def refuse_threads(fd: int) -> None:
 
 
 def read_order(stdin) -> dict | None:
-    """The grader's work order from ``stdin`` (a length line, then that many bytes), or None when the
-    grader sent none."""
-    line = stdin.readline().strip()
-    if not line.isdigit():
-        return None
-    data = stdin.read(int(line))
-    return wire.unpack_order(data)
-
-
-def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m nexttoken.recorder")
-    parser.add_argument("notebook")
-    parser.add_argument("chapter")
-    parser.add_argument("--skip-cells", default="")
-    parser.add_argument("--out-fd", type=int, required=True)
-    parser.add_argument("--no-threads-fd", type=int, help="a seccomp filter (BPF) refusing new threads, "
-                        "loaded before the learner's code runs")
-    return parser.parse_args(argv)
+    """The grader's work order from ``stdin`` (``contract.read_order_bytes``), or None when it sent none."""
+    data = contract.read_order_bytes(stdin)
+    return None if data is None else wire.unpack_order(data)
 
 
 def sender(out_fd: int, nonce: str):
-    """The function that writes one message to the grader: the nonce first (the grader drops any line not
-    starting with it). What it calls is held here, before any learner code runs."""
-    write, dumps = os.write, json.dumps
+    """The function that writes one message to the grader, as the contract's line (the grader drops any
+    line not starting with the nonce). What it calls is held here, before any learner code runs."""
+    write, encode = os.write, contract.encode_line
 
     def send(message: dict) -> None:
-        data = (dumps({"nonce": nonce, **message}) + "\n").encode()
+        data = encode(nonce, message)
         while data:
             data = data[write(out_fd, data):]
 
@@ -255,13 +241,13 @@ def read_submission(path: str, chapter: str, send) -> dict:
     """The notebook, once the grader has been told which chapter it is; a refused notebook ends here."""
     try:
         nb = notebook.read_notebook(path)
-        name = notebook.detect_chapter(nb) if chapter == "auto" else chapter
+        name = notebook.detect_chapter(nb) if chapter == contract.AUTO else chapter
         if name is None:
             raise Refused("unknown_chapter", "no chapter in the notebook's metadata or imports")
     except Refused as exc:
-        send({"notebook": "refused", "status": exc.args[0], "reason": exc.args[1]})
+        send(notebook_refused(exc.args[0], exc.args[1]))
         os._exit(0)
-    send({"notebook": "read", "chapter": name, "nbformat": nb.get("nbformat")})
+    send(notebook_read(name, nb.get("nbformat")))
     return nb
 
 
@@ -315,9 +301,9 @@ def record(task: dict, kernel: Kernel, library: set, cells: list[str], parts, be
 
 
 def main(argv=None):
-    args = parse_args(argv)
+    args = contract.parse_recorder_argv(argv)
     stdin = sys.stdin.buffer
-    send = sender(args.out_fd, stdin.readline().decode("ascii", "replace").strip())  # the nonce: ours alone
+    send = sender(args.out_fd, contract.read_nonce(stdin))  # the nonce: ours alone
     devnull = os.open(os.devnull, os.O_RDWR)
     # Printed and displayed output is not graded and may be huge: it goes nowhere.
     os.dup2(devnull, 1)
@@ -338,7 +324,7 @@ def main(argv=None):
     if args.no_threads_fd is not None:
         refuse_threads(args.no_threads_fd)
     cells = notebook.code_cells(nb)
-    kernel = run_definitions(cells, {int(n) for n in args.skip_cells.split(",") if n}, send,
+    kernel = run_definitions(cells, args.skip_cells, send,
                              notebook.execution_counts(nb), notebook.execution_times(nb))
     for task in order["tasks"]:
         send(message("task", task["name"]))
