@@ -328,6 +328,7 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
     with pytest.raises(Done):  # not root: as before, no setpriv
         run.run_once(job, set())
     assert "--reuid=61007" not in " ".join(started[-1]) and not any(a.startswith("--nproc=") for a in started[-1])
+    sandbox.close_view()  # the package view these runs made: what the batch would remove as it ends
 
     class Ended:
         pid = 2 ** 22 + 12345  # above pid_max: no such process group
@@ -337,3 +338,18 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
 
     launch._kill(Ended(), None, 61007)
     assert killed == [61007]
+
+
+def test_the_package_view_is_removed_when_closed_and_made_again_when_needed():
+    """A run without bubblewrap reads the package from a view the grader makes; the batch that made it removes
+    it as it ends (batch.run), and a later run makes it again."""
+    from pathlib import Path
+
+    first = Path(sandbox.view_env({}, None)["PYTHONPATH"])
+    assert (first / "nexttoken" / "exercises" / "__init__.py").is_file()
+    sandbox.close_view()
+    assert not first.exists()
+    again = Path(sandbox.view_env({}, None)["PYTHONPATH"])
+    assert again.is_dir() and again != first
+    sandbox.close_view()
+    assert not again.exists()

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import assignment, exports, outputs, read, report, rows
+from . import assignment, exports, outputs, read, report, rows, sandbox
 from ..recorder.words import counted
 from .read import Snapshots
 from .rosters import Roster
@@ -149,6 +149,7 @@ def run(args, settings: Settings, roster: Roster | None, to: outputs.Outputs) ->
         grade_all(batch)
     finally:
         batch.snapshots.close()
+        sandbox.close_view()  # a run without bubblewrap made it: the batch owns it
         if settings.cgroups is not None:
             settings.cgroups.sweep()
     elapsed = time.monotonic() - start

@@ -30,8 +30,8 @@ from .cgroups import CGROUP_MESSAGE, Cgroups, Group, find_cgroups
 from .launcher import launcher, memfd_with
 from .limits import Limits, SandboxError, prlimit_args
 from .policy import (INSIDE, INSTALL_MESSAGE, LIBRARY, SHOWN, STAND_IN, allow_list_problem, bwrap_command, can_run_as,
-                     check_bwrap, hidden, minimal_env, package_folder, package_reachable_by, shown, view_env,
-                     without_generate)
+                     check_bwrap, close_view, hidden, minimal_env, package_folder, package_reachable_by, shown,
+                     view_env, without_generate)
 from .seccomp import seccomp_filter
 from .users import FIRST_UID, allocate_uids, drop_to, kill_user, processes_of
 
@@ -39,4 +39,5 @@ __all__ = ["CGROUP_MESSAGE", "FIRST_UID", "HOME", "INSIDE", "INSTALL_MESSAGE", "
            "STAND_IN", "Cgroups", "Group", "Limits", "SandboxError", "allocate_uids", "allow_list_problem",
            "bwrap_command", "bwrap_path", "can_run_as", "check_bwrap", "drop_to", "find_cgroups", "hidden",
            "kill_user", "launcher", "memfd_with", "minimal_env", "package_folder", "package_reachable_by",
-           "prlimit_args", "processes_of", "seccomp_filter", "shown", "view_env", "without_generate"]
+           "prlimit_args", "processes_of", "seccomp_filter", "shown", "view_env", "close_view",
+           "without_generate"]

@@ -197,8 +197,9 @@ class PackageView:
     holds what a sandbox shows of the package, copied from its own files: the allow-list, the stand-in as
     ``exercises/__init__.py`` and, for the tasks that forbid ``nexttoken.generate``, ``generate.py`` without
     it (``without_generate``). Made once per message, under a lock, read-only for everyone, and removed when
-    the grader exits. The installed package itself must then be out of the submission's reach
-    (``package_reachable_by``; scripts/gradescope/setup.sh makes it root's alone)."""
+    the batch that made it ends (``close_view``; when the grader exits at the latest). The installed package
+    itself must then be out of the submission's reach (``package_reachable_by``; scripts/gradescope/setup.sh
+    makes it root's alone)."""
 
     def __init__(self):
         self.folder: Path | None = None
@@ -214,6 +215,13 @@ class PackageView:
                     atexit.register(shutil.rmtree, self.folder, True)
                 self.made[message] = str(self.make(self.folder / f"view{len(self.made)}", message))
             return self.made[message]
+
+    def close(self) -> None:
+        """Remove the folder: the batch that made it is done (the next run makes it again)."""
+        with self.lock:
+            if self.folder is not None:
+                shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder, self.made = None, {}
 
     @staticmethod
     def make(where: Path, message: str | None) -> Path:
@@ -241,6 +249,11 @@ _VIEW = PackageView()
 def view_env(env: dict[str, str], message: str | None) -> dict[str, str]:
     """``env`` with the package view first on PYTHONPATH: a run without bubblewrap imports nexttoken from there."""
     return {**env, "PYTHONPATH": _VIEW.path(message)}
+
+
+def close_view() -> None:
+    """Remove the package view, if a run made one: what a batch made, the batch removes as it ends."""
+    _VIEW.close()
 
 
 def check_bwrap(limits: Limits, cgroups: Cgroups | None, uid: int | None) -> str | None:
