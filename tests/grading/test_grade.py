@@ -6,46 +6,16 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
-import nbformat
 import pytest
 
-from nexttoken.grading.run import Recording
+from submissions import CH02_GOOD, HEADER, notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 # Without bubblewrap the grader refuses to run: skip, except under CI=true, where the tests then fail.
 pytestmark = [pytest.mark.slow,  # graded batches of notebooks: minutes, not seconds
               pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
                                  reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
-
-CH02_GOOD = {
-    "causal_mask": "def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()\n",
-    "mask_scores": ("def mask_scores(scores):\n    T = scores.shape[-1]\n"
-                    "    return scores.masked_fill(~causal_mask(T), float('-inf'))\n"),
-    "attention_weights": ("def attention_weights(q, k):\n"
-                          "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
-                          "    return torch.softmax(mask_scores(scores), dim=-1)\n"),
-    "padded_causal_mask": ("def padded_causal_mask(attention_mask):\n"
-                           "    return causal_mask(attention_mask.shape[-1]) & attention_mask.bool()[:, None, :]\n"),
-    "changed_positions": "def changed_positions(T, j):\n    return torch.arange(T) >= j\n",
-}
-HEADER = "import math\nimport torch\nfrom nexttoken.exercises import ch02\n"
-
-
-def notebook(path: Path, *cells: str, chapter: str | None = "ch02") -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    if chapter:
-        nb.metadata["nexttoken"] = {"chapter": chapter}
-    nbformat.write(nb, path)
-    return path
-
-
-def recorded(chapter: str, results: dict[str, tuple[str, str]], points: int = 1) -> Recording:
-    """What the runs of a submission would record (``run.run_submission``): each task's (status, reason),
-    each task worth ``points``; a stand-in for the sandboxed runs, where a test is about what follows."""
-    tasks = {name: SimpleNamespace(name=name, function=name, points=points) for name in results}
-    return Recording(chapter, tasks=tasks, results=dict(results))
 
 
 def grade(paths, tmp_path, timeout=20) -> dict:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_grade import CH02_GOOD as GOOD
+from submissions import CH02_GOOD as GOOD
 
 from nexttoken.exercises import chapter
 from nexttoken.exercises.held_out import cases_of

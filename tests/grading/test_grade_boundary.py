@@ -9,38 +9,13 @@ import subprocess
 import sys
 
 import pytest
-from test_grade import HEADER, notebook
-from test_grade_forged import OTHERS, RIGHT_MASK
+from submissions import HEADER, LOOKS, OTHERS, RIGHT_MASK, SNEAKS, notebook
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
                                  reason="bubblewrap is not installed: run 'sudo bash scripts/setup_sandbox.sh'")]
 
 CH02 = [f"ch02.q{i}" for i in range(1, 6)]
-
-# causal_mask answers right only after looking for the judging half inside the sandbox; what it finds
-# it raises, so the row's reason names it.
-LOOKS = ("def causal_mask(T):\n"
-         "    import importlib, os, nexttoken.exercises as e\n"
-         "    folder = os.path.dirname(e.__file__)\n"
-         "    found = [n for n in os.listdir(folder) if n != '__init__.py']\n"
-         "    grader = os.path.join(os.path.dirname(folder), 'grading')\n"
-         "    found += ['grading/' + n for n in os.listdir(grader)] if os.path.exists(grader) else []\n"
-         "    for name in ('ch02', 'held_out', 'task', 'common'):\n"
-         "        try:\n"
-         "            module = importlib.import_module('nexttoken.exercises.' + name)\n"
-         "            found += [f'{name}.{k}' for k in vars(module) if not k.startswith('__')]\n"
-         "        except ModuleNotFoundError:  # not in the sandbox\n"
-         "            pass\n"
-         "    for name in ('nexttoken.grading.orders', 'nexttoken.grading.judge'):\n"
-         "        try:\n"
-         "            importlib.import_module(name)\n"
-         "            found.append(name)\n"
-         "        except Exception:\n"
-         "            pass\n"
-         "    if found:\n"
-         "        raise RuntimeError(f'found {found[:8]}')\n"
-         + RIGHT_MASK)
 
 
 def read(path) -> dict:
@@ -148,36 +123,6 @@ def test_the_honest_classmate_keeps_full_marks(graded):
     assert {t: r[:2] for t, r in graded["honest.ipynb"].items()} == {t: ("passed", "1") for t in CH02}
 
 
-# Ways to call the library's generate in a task that forbids it (ch05.q2), each a last cell that redefines
-# generate_greedy in an otherwise right notebook. The task runs in a sandbox whose generate.py has no loop.
-SNEAKS = {
-    # saved before the rule is set: a copy of the function made from its code object
-    "saved_code": "import inspect, types, nexttoken\n"
-                  "def _copy(f):\n"
-                  "    f = inspect.unwrap(f)  # under torch.no_grad's wrapper\n"
-                  "    g = types.FunctionType(f.__code__, f.__globals__, 'g', f.__defaults__, f.__closure__)\n"
-                  "    g.__kwdefaults__ = f.__kwdefaults__\n"
-                  "    return g\n"
-                  "_saved = _copy(nexttoken.generate)\n"
-                  "def generate_greedy(model, input_ids, max_new_tokens):\n"
-                  "    return _saved(model, input_ids, max_new_tokens)\n",
-    # the module loaded again from its file
-    "reloaded": "def generate_greedy(model, input_ids, max_new_tokens):\n"
-                "    import importlib, sys\n"
-                "    module = importlib.reload(sys.modules['nexttoken.generate'])\n"
-                "    return module.generate(model, input_ids, max_new_tokens)\n",
-    # a tensor subclass whose detach runs it, were reading an output to call it after the rule
-    "subclass": "import nexttoken\n"
-                "class Later(torch.Tensor):\n"
-                "    @classmethod\n"
-                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
-                "        if getattr(func, '__name__', '') == 'detach':\n"
-                "            return nexttoken.generate(*Later.call)\n"
-                "        return super().__torch_function__(func, types, args, kwargs or {})\n"
-                "def generate_greedy(model, input_ids, max_new_tokens):\n"
-                "    Later.call = (model, input_ids, max_new_tokens)\n"
-                "    return input_ids.as_subclass(Later)\n",
-}
 CH05 = [f"ch05.q{i}" for i in range(1, 6)]
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_grade import recorded
+from submissions import recorded
 
 from nexttoken.exercises import chapter
 from nexttoken.grading import batch, cli, outputs, report, sandbox

@@ -3,7 +3,7 @@ gives every file of those bytes its own rows, under its own name and, with a ros
 
 import csv
 
-from test_grade import recorded
+from submissions import recorded
 
 from nexttoken.grading import batch, cli, sandbox
 

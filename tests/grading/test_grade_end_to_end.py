@@ -15,9 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_grade import CH02_GOOD, HEADER, notebook
-from test_grade_boundary import LOOKS, SNEAKS
-from test_grade_forged import OTHERS, RIGHT_MASK
+from submissions import CH02_GOOD, HEADER, LOOKS, OTHERS, RIGHT_MASK, SNEAKS, notebook
 
 from nexttoken.exercises import chapter
 from nexttoken.exercises.held_out import cases_of

@@ -9,7 +9,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from test_grade import recorded
+from submissions import recorded
 
 from nexttoken.exercises import explanations as source
 from nexttoken.grading import batch, cli, exports, outputs, rosters, sandbox

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from test_grade import CH02_GOOD, HEADER, notebook
+from submissions import CH02_GOOD, HEADER, notebook
 
 from nexttoken.exercises import chapter
 from nexttoken.grading import exports, outputs, rosters

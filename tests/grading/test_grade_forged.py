@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_grade import HEADER, notebook
+from submissions import HEADER, OTHERS, RIGHT_MASK, notebook
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("bwrap") is None and os.environ.get("CI", "").lower() != "true",
@@ -26,17 +26,6 @@ FORGE = ("def forge(message):\n"
          "        frame = frame.f_back\n"
          "    frame.f_locals['send'](message)\n"
          "    return 0\n")
-# q2 to q5 that do not call the notebook's causal_mask (which forges): right whatever q1 does.
-OTHERS = [
-    "def mask_scores(scores):\n    T = scores.shape[-1]\n"
-    "    return scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float('-inf'))\n",
-    "def attention_weights(q, k):\n    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])\n"
-    "    return torch.softmax(mask_scores(scores), dim=-1)\n",
-    "def padded_causal_mask(attention_mask):\n    T = attention_mask.shape[-1]\n"
-    "    return torch.ones(T, T, dtype=torch.bool).tril() & attention_mask.bool()[:, None, :]\n",
-    "def changed_positions(T, j):\n    return torch.arange(T) >= j\n",
-]
-RIGHT_MASK = "    return torch.ones(T, T, dtype=torch.bool).tril()\n"
 # Sent from inside causal_mask (task q1), which then answers correctly: each must cost q1 alone.
 FROM_Q1 = {
     "cell_true": '{"cell": True}',  # a "cell" that is a bool: it was skipped as "True", and every run crashed

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from nexttoken.exercises import chapter
-from test_grade import CH02_GOOD, HEADER, notebook
+from submissions import CH02_GOOD, HEADER, notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow,

@@ -12,7 +12,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from test_grade import CH02_GOOD, HEADER, notebook
+from submissions import CH02_GOOD, HEADER, notebook
 
 from nexttoken.grading import batch, cli, exports, outputs, rosters
 from nexttoken.grading.rows import FIELDS, for_assignment

@@ -7,7 +7,7 @@ import sys
 import nbformat
 import pytest
 
-from test_grade import CH02_GOOD, HEADER
+from submissions import CH02_GOOD, HEADER
 
 pytestmark = pytest.mark.slow  # grades a notebook in a fresh kernel
 
