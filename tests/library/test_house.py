@@ -71,3 +71,19 @@ def test_no_module_of_the_package_is_longer_than_450_lines():
     assert len(sizes) > 50, "the module reader found too few modules: this test would test nothing"
     large = [f"{path.relative_to(PACKAGE)}: {n} lines" for path, n in sizes.items() if n > LARGEST]
     assert not large, "\n".join(large)
+
+
+def test_no_test_file_of_the_grader_imports_another():
+    """What the grader's tests share lives in a module of its own (tests/grading/submissions.py): a test file
+    that imports another runs that file's module-level code, and ties the two together."""
+    tests = PACKAGE.parents[1] / "tests"
+    names = {path.stem for path in tests.rglob("test_*.py")}
+    found = []
+    for path in sorted([*(tests / "grading").glob("test_*.py"), *(tests / "recorder").glob("test_*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            imported = [module] if module else [a.name for a in getattr(node, "names", [])] if isinstance(
+                node, ast.Import) else []
+            found += [f"{path.relative_to(tests)} imports {m}" for m in imported if m and m.split(".")[-1] in names]
+    assert len(names) > 50, "the test reader found too few test files: this test would test nothing"
+    assert not found, "\n".join(found)
