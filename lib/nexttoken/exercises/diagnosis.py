@@ -268,3 +268,22 @@ def properties(expected, got, source: Source | None = None) -> str | None:
         return ("every row of your output is the same, but the rows' right answers differ: one answer for the "
                 "whole batch, where each row needs its own")
     return None
+
+# Torch's own words for a mistake any task can make, and the learner's words for it: the first whose torch
+# text is in the error names it (a task's own ``errors=`` rule, which knows more, comes first).
+TORCH_ERRORS = [
+    (("must be Tensor, not tuple", "'tuple' object has no attribute"),
+     "a pair went on where a tensor belongs: a block (or a model asked for its attention) returns two things, "
+     "its output and its attention weights; unpack them, x, _ = block(x, mask)"),
+    (("stack expects a non-empty TensorList", "expected a non-empty list of Tensors"),
+     "torch.stack or torch.cat got an empty list: a loop that ran no step (max_new_tokens = 0) collected "
+     "nothing; start from a tensor of the right shape (torch.zeros(B), or the prompt itself) instead"),
+]
+
+
+def torch_error(error: str) -> str | None:
+    """A torch error the learner's call raised, in the learner's words, or None when it is none of these."""
+    for texts, words in TORCH_ERRORS:
+        if any(text in error for text in texts):
+            return words
+    return None

@@ -238,10 +238,12 @@ class Task:
         return self.source(*copy_args(args)) if self.source is not None else None
 
     def _error_diagnosis(self, args, error) -> str | None:
+        """What an error the learner's call raised means: the task's own rule, else the shared one's words."""
         try:
-            return self.errors(args, str(error)) if self.errors is not None else None
+            own = self.errors(args, str(error)) if self.errors is not None else None
         except Exception:  # a rule that does not apply to these inputs
-            return None
+            own = None
+        return own or diagnosis.torch_error(str(error))
 
     def verdict(self, outcomes, cases=None, tried=(), hidden=None, revealing: bool = False) -> Verdict:
         """What is wrong with the answer whose ``outcomes`` were recorded on ``cases`` (the task's own by
