@@ -174,3 +174,34 @@ def defining(nb, function: str):
     """The one code cell of a notebook that defines ``function`` (its source starts with the def)."""
     [cell] = [c for c in code_cells(nb) if c.source.startswith(f"def {function}(")]
     return cell
+
+
+class Slips(list):
+    """A bank of plausible wrong answers, each (task, the words that a first line naming its mistake holds, the
+    function); ``@bank.slip("ch01.q3", "sign")`` above a function adds it."""
+
+    def slip(self, task: str, *words: str):
+        def register(fn):
+            self.append((task, words, fn))
+            return fn
+        return register
+
+
+def first_line(task, fn, revealing: bool = False) -> tuple[str, str]:
+    """The status and first line of the feedback ``check()`` gives (a predict task's tries 1 to 3 when not
+    ``revealing``; its fourth and later when it is)."""
+    cases = task.cases()
+    verdict = task.verdict(task.run(fn, cases), cases, revealing=revealing)
+    return verdict.status, verdict.text().split("\n")[0]
+
+
+def named_share(slips: Slips, tasks: dict, revealing: bool = False) -> dict[str, list]:
+    """{task: [(slip, named?, first line)]}: named when the first line holds one of the slip's words; a slip that
+    passes is never named, and its line is "PASSES"."""
+    out = {name: [] for name in tasks}
+    for task, words, fn in slips:
+        torch.manual_seed(0)
+        status, line = first_line(tasks[task].task, fn, revealing)
+        named = status != "passed" and any(w.lower() in line.lower() for w in words)
+        out[task].append((fn.__name__, named, "PASSES" if status == "passed" else line))
+    return out

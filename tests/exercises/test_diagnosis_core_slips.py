@@ -18,15 +18,10 @@ import torch
 
 import nexttoken
 from nexttoken.exercises import ch01, ch02, ch03, ch04, ch05, ch06
+from helpers import Slips, first_line, named_share
 
-SLIPS = []
-
-
-def slip(task, *words):
-    def register(fn):
-        SLIPS.append((task, words, fn))
-        return fn
-    return register
+SLIPS = Slips()
+slip = SLIPS.slip
 
 
 # ch01.q3: perplexity(token_log_probs) (B, N) -> (B,)
@@ -716,28 +711,9 @@ def pad_full_width_and_late(steps, n):
     return _layout(steps, n, width=n, pad=lambda step, s: step > s + 1)
 
 
-def first_line(task, fn, revealing=False) -> tuple[str, str]:
-    """The status and first line of the feedback ``check()`` gives (a predict task's tries 1 to 3 when not
-    ``revealing``; its fourth and later when it is)."""
-    cases = task.cases()
-    verdict = task.verdict(task.run(fn, cases), cases, revealing=revealing)
-    return verdict.status, verdict.text().split("\n")[0]
-
-
 TASKS = {"ch01.q3": ch01.q3, "ch02.q5": ch02.q5, "ch03.q3": ch03.q3, "ch04.q4": ch04.q4, "ch05.q2": ch05.q2,
          "ch06.q8": ch06.q8}
 NAMED = {"ch01.q3": 19, "ch02.q5": 14, "ch03.q3": 18, "ch04.q4": 20, "ch05.q2": 19, "ch06.q8": 16}  # of all (measured)
-
-
-def named_share(revealing=False) -> dict[str, list]:
-    """{task: [(slip, named?, first line)]}; a slip that passes is never named, and its line says so."""
-    out = {name: [] for name in TASKS}
-    for task, words, fn in SLIPS:
-        torch.manual_seed(0)
-        status, line = first_line(TASKS[task].task, fn, revealing)
-        named = status != "passed" and any(w.lower() in line.lower() for w in words)
-        out[task].append((fn.__name__, named, "PASSES" if status == "passed" else line))
-    return out
 
 
 # 9 s (measured on a 2-core machine): the loops' slips build models and run their loops on each input, as the
@@ -745,7 +721,7 @@ def named_share(revealing=False) -> dict[str, list]:
 @pytest.mark.slow
 def test_every_core_slip_fails_and_enough_are_named():
     assert LATER >= 100
-    share = named_share()
+    share = named_share(SLIPS, TASKS)
     for task, rows in share.items():
         assert not [n for n, _, line in rows if line == "PASSES"], f"{task}: a slip passes"
         named = sum(ok for _, ok, _ in rows)
@@ -757,7 +733,7 @@ if __name__ == "__main__":  # the table: .venv/bin/python tests/exercises/test_d
     import sys
     total = named = 0
     later = {fn.__name__ for _, _, fn in SLIPS[LATER:]}
-    for task, rows in named_share("reveal" in sys.argv[1:]).items():
+    for task, rows in named_share(SLIPS, TASKS, "reveal" in sys.argv[1:]).items():
         first = [ok for n, ok, _ in rows if n not in later]
         print(f"{task}: {sum(first)}/{len(first)} named, and {sum(ok for _, ok, _ in rows) - sum(first)}/"
               f"{len(rows) - len(first)} of those written later")

@@ -42,15 +42,10 @@ import torch
 
 import nexttoken
 from nexttoken.exercises import ch01, ch02, ch03, ch04, ch05, ch06
+from helpers import Slips, named_share
 
-SLIPS = []
-
-
-def slip(task, *words):
-    def register(fn):
-        SLIPS.append((task, words, fn))
-        return fn
-    return register
+SLIPS = Slips()
+slip = SLIPS.slip
 
 
 # --- ch01.q3: perplexity(token_log_probs) float (B, N) -> float (B,) ---
@@ -818,29 +813,10 @@ NAMED = {"ch01.q3": 19, "ch02.q5": 18, "ch03.q3": 18, "ch04.q4": 20, "ch05.q2": 
 PASSES: dict[str, str] = {}
 
 
-def first_line(task, fn, revealing=False) -> tuple[str, str]:
-    """The status and first line of the feedback ``check()`` gives (a predict task's tries 1 to 3 when not
-    ``revealing``; its fourth and later when it is)."""
-    cases = task.cases()
-    verdict = task.verdict(task.run(fn, cases), cases, revealing=revealing)
-    return verdict.status, verdict.text().split("\n")[0]
-
-
-def named_share(revealing=False) -> dict[str, list]:
-    """{task: [(slip, named?, first line)]}; a slip that passes is never named, and its line says so."""
-    out = {name: [] for name in TASKS}
-    for task, words, fn in SLIPS:
-        torch.manual_seed(0)
-        status, line = first_line(TASKS[task].task, fn, revealing)
-        named = status != "passed" and any(w.lower() in line.lower() for w in words)
-        out[task].append((fn.__name__, named, "PASSES" if status == "passed" else line))
-    return out
-
-
 @pytest.mark.slow
 def test_every_fresh_slip_fails_and_enough_are_named():
     assert len(SLIPS) >= 102
-    for task, rows in named_share().items():
+    for task, rows in named_share(SLIPS, TASKS).items():
         passing = {n for n, _, line in rows if line == "PASSES"}
         assert passing <= set(PASSES), f"{task}: a slip passes: {passing - set(PASSES)}"
         named = sum(ok for _, ok, _ in rows)
@@ -851,7 +827,7 @@ def test_every_fresh_slip_fails_and_enough_are_named():
 if __name__ == "__main__":  # the table: .venv/bin/python tests/exercises/test_diagnosis_fresh_slips.py [reveal]
     import sys
     total = named = 0
-    for task, rows in named_share("reveal" in sys.argv[1:]).items():
+    for task, rows in named_share(SLIPS, TASKS, "reveal" in sys.argv[1:]).items():
         passed = sum(line == "PASSES" for _, _, line in rows)
         print(f"{task}: {sum(ok for _, ok, _ in rows)}/{len(rows)} named, {passed} passed")
         total, named = total + len(rows), named + sum(ok for _, ok, _ in rows)
