@@ -21,7 +21,7 @@ next heading of the same or a higher level), and conclusion.md. For each it coun
   the chapter states for it, "**Read** (about N minutes)".
 
 The homework is each exercise notebook's core: its text but the practice questions and the closing "Going
-deeper" section, read at the same paces, plus the minutes each core question and the explanation state for
+deeper" section, read at the same paces, plus the minutes each core question and core explanation state for
 the work, "[core, about N minutes]".
 
 Each clock is a range: its upper end reads at 150 words and 5 code lines a minute (a reader new to the
@@ -140,6 +140,7 @@ class Part:
     other_reading: float = 0.0  # seconds the chapter states for its readings
     task_words: int = 0  # words of the exercise notebook's core text
     task_minutes: int = 0  # minutes its core questions and explanation state
+    core_explanation: bool = False  # whether its exercise notebook's explanation is core
     segments: list = field(default_factory=list)  # (start, end) of each video segment
     cells: list = field(default_factory=list)  # (index, seconds, first line) of each core code cell
 
@@ -233,7 +234,9 @@ def the_clock(root: Path = ROOT) -> list[Part]:
     parts = [markdown_part(root / "intro.md", "intro.md", skip=without_clock)]
     for path in sorted((root / "chapters").glob("0[1-6]_*.ipynb")):
         part = chapter_part(path)
-        part.task_words, part.task_minutes = homework(root / "exercises" / f"ch{path.name[:2]}.ipynb")
+        exercise = root / "exercises" / f"ch{path.name[:2]}.ipynb"
+        part.task_words, part.task_minutes = homework(exercise)
+        part.core_explanation = bool(re.search(r"## Explain:[^\n\"]*\[core\b", exercise.read_text(encoding="utf-8")))
         parts.append(part)
     parts.append(markdown_part(root / "conclusion.md", "conclusion.md"))
     return parts
@@ -257,12 +260,22 @@ def span(pair: tuple[int, int]) -> str:
 def intro_lines(parts: list[Part]) -> str:
     """intro.md's block: the two clocks, a line each."""
     lesson, work = totals(parts)
+    explained = [str(int(p.name[:2])) for p in parts if p.core_explanation]
     return (BEGIN + "\n"
             + "**The lesson** (this page, chapters 1-6 but their \"Going deeper\" sections, with their readings and "
               f"videos, and the conclusion) takes about {span(lesson)} minutes.\n\n"
-            + f"**The homework** (each chapter's core task and its explanation) takes about {span(work)} minutes "
-              "([how both are counted](guide/instructors/exercises.md)).\n"
+            + f"**The homework** (each chapter's core task{explanations_of(explained)}) "
+              f"takes about {span(work)} minutes ([how both are counted](guide/instructors/exercises.md)).\n"
             + END)
+
+
+def explanations_of(chapters: list[str]) -> str:
+    """", and the explanation of chapters 2, 3 and 5" (of chapter 2; none: "")."""
+    if not chapters:
+        return ""
+    if len(chapters) == 1:
+        return f", and the explanation of chapter {chapters[0]}"
+    return f", and the explanation of chapters {', '.join(chapters[:-1])} and {chapters[-1]}"
 
 
 TITLES = {"intro.md": "the intro", "conclusion.md": "[the conclusion](../../conclusion.md)"}

@@ -193,6 +193,14 @@ def test_the_intro_and_each_chapter_give_the_clocks_minutes():
                           ".venv/bin/python scripts/core_clock.py --write")
 
 
+def test_the_lesson_fits_in_90_minutes_and_its_homework_in_60():
+    """The course's targets for lesson 1, by the clock's own count (upper ends: a reader new to it)."""
+    clock = core_clock()
+    (_, lesson), (_, homework) = clock.totals(clock.the_clock())
+    assert lesson <= 90, f"the lesson takes up to {lesson} minutes: at most 90"
+    assert homework <= 60, f"the homework takes up to {homework} minutes: at most 60"
+
+
 def _notebook(cells, path):
     nb = nbformat.v4.new_notebook()
     nb.cells = cells

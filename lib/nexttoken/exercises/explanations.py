@@ -4,8 +4,8 @@ cell of the exercise notebook, which the instructor marks against a rubric (it i
 The solution notebook is the source. Just before its "## Going deeper: what you built" section it has three Markdown
 cells:
 
-- the question: a heading ``## Explain: TOPIC [core, about 3 minutes]``, the question, and a last paragraph
-  that starts "Answer in the cell below" (how to answer: not part of the question);
+- the question: a heading ``## Explain: TOPIC [core, about 3 minutes]`` (or ``[practice]``), the question,
+  and a last paragraph that starts "Answer in the cell below" (how to answer: not part of the question);
 - the answer cell, marked twice (cell metadata ``{"nexttoken": {"answer": "chNN.explain"}}`` and the
   invisible HTML comment ``<!-- answer: chNN.explain -->`` as its first line), holding a model answer;
 - the rubric, marked by ``{"nexttoken": {"rubric": "chNN.explain"}}``: lines ``- N point(s): what an
