@@ -8,7 +8,11 @@ are in ``conftest.py``.
 import ast
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import nbformat
 
 import torch
 import yaml
@@ -205,3 +209,76 @@ def named_share(slips: Slips, tasks: dict, revealing: bool = False) -> dict[str,
         named = status != "passed" and any(w.lower() in line.lower() for w in words)
         out[task].append((fn.__name__, named, "PASSES" if status == "passed" else line))
     return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# the book's Markdown: links, code left out, citations; the browser the page tests drive
+
+NOTEBOOKS = [p for folder in ("chapters", "exercises", "solutions", "appendix")
+             for p in sorted((ROOT / folder).glob("*.ipynb"))] + sorted(ROOT.glob("*.ipynb"))
+FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")  # a code fence's opening line
+LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")
+
+
+def without_code(text: str) -> str:
+    """Markdown without its fenced code blocks and inline code (a ```{...} fence is kept: MyST, not code;
+    so is the `content` of a role)."""
+    kept, fence = [], None
+    for line in text.split("\n"):
+        m = FENCE.match(line)
+        if fence is None and m and not m.group(2).strip().startswith("{"):
+            fence = m.group(1)
+            continue
+        if fence is not None:
+            if line.strip() == fence:
+                fence = None
+            continue
+        kept.append(line)
+    return re.sub(r"(?<!\})`[^`\n]+`", "", "\n".join(kept))  # a role's `content` is kept
+
+
+def markdown_sources(path: Path) -> list[tuple[str, str]]:
+    """(where, Markdown) of a page: each Markdown cell of a notebook, or the whole .md file."""
+    if path.suffix == ".md":
+        return [(path.name, path.read_text())]
+    nb = nbformat.read(path, as_version=4)
+    return [(f"cell {i}", c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
+
+
+def citation_links(path: Path):
+    """(where, link text, fragment) of every link from ``path`` to the references page's entries."""
+    for where, text in markdown_sources(path):
+        for m in LINK.finditer(without_code(text)):
+            target = m.group(3)
+            page, _, fragment = target.partition("#")
+            if (path.parent / page).resolve() == ROOT / "references.md" and fragment:
+                yield where, m.group(2), fragment
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+# ---------------------------------------------------------------------------------------------------
+# the benchmarks' --tiny runs and their table rows
+
+def run_bench(script, *args, env=None):
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+# a table row after its name: a median with its (min-max), fractions of bounds (b) and (c), then the token verdict
+ROW = r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  "
+
+
+# 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
+TINY = ["--tiny", "--repeats", "1", "--new-tokens", "32"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the exercises' generator
+
+def load_make_exercises():
+    return load_script("scripts/make_exercises.py")

@@ -3,13 +3,11 @@
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from helpers import load_script
+from helpers import ROW, TINY, load_script, run_bench
 
 import nexttoken
 
@@ -20,17 +18,6 @@ HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 HAS_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-def run_bench(script, *args, env=None):
-    result = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
-                            capture_output=True, text=True, timeout=600, env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout
-
-
-# a table row after its name: a median with its (min-max), fractions of bounds (b) and (c), then the token verdict
-ROW = r".* [\d.]+ \([\d.]+-[\d.]+\) +\d+% +\d+% +[\d.]+ +\d+%  "
-# 32 new tokens, not 128: the uncached loop's cost grows with the square of the length
-TINY = ["--tiny", "--repeats", "1", "--new-tokens", "32"]
 CONTENDERS = ["nexttoken, no cache", "nexttoken, KV cache", "fast path (prepare)", "same, onednn=False",
               "transformers generate", "same, static cache"]
 

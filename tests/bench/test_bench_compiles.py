@@ -9,8 +9,7 @@ from unittest import mock
 
 import pytest
 import torch
-from helpers import load_script
-from test_bench import ROW, TINY, run_bench
+from helpers import ROW, TINY, load_script, run_bench
 
 import nexttoken
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_bench import ROW, TINY
+from helpers import ROW, TINY
 
 ROOT = Path(__file__).resolve().parents[2]
 

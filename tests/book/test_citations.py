@@ -21,7 +21,7 @@ import pytest
 import yaml
 from docutils.nodes import make_id
 from pybtex.database import parse_file
-from test_lesson_text import LINK, NOTEBOOKS, without_code
+from helpers import LINK, NOTEBOOKS, citation_links, markdown_sources, without_code
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -37,22 +37,7 @@ PAGES = NOTEBOOKS + MD_PAGES
 CITATION = re.compile(r"\bet al\.|\b[A-Z][a-z]+ \((?:19|20)\d\d\)|\b[A-Z][a-z]+, (?:19|20)\d\d\b")
 
 
-def markdown_sources(path: Path) -> list[tuple[str, str]]:
-    """(where, Markdown) of a page: each Markdown cell of a notebook, or the whole .md file."""
-    if path.suffix == ".md":
-        return [(path.name, path.read_text())]
-    nb = nbformat.read(path, as_version=4)
-    return [(f"cell {i}", c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
 
-
-def citation_links(path: Path):
-    """(where, link text, fragment) of every link from ``path`` to the references page's entries."""
-    for where, text in markdown_sources(path):
-        for m in LINK.finditer(without_code(text)):
-            target = m.group(3)
-            page, _, fragment = target.partition("#")
-            if (path.parent / page).resolve() == ROOT / "references.md" and fragment:
-                yield where, m.group(2), fragment
 
 
 def test_the_references_page_is_made_from_the_bib():

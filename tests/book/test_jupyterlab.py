@@ -84,7 +84,7 @@ def free_port() -> int:
 @pytest.mark.slow  # about 40 s: starts JupyterLab and opens two notebooks in headless Chromium
 @pytest.mark.browser
 def test_jupyterlab_opens_a_chapter_and_an_exercise_unmodified_and_without_the_news_pop_up(tmp_path):
-    from test_website import CHROMEDRIVER, CHROMIUM
+    from helpers import CHROMEDRIVER, CHROMIUM
     if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("needs chromium and chromium-driver (bash scripts/setup_browser.sh)")

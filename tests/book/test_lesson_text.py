@@ -8,7 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from helpers import load_script
+from helpers import LINK, NOTEBOOKS, load_script, without_code
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
@@ -80,10 +80,7 @@ def test_code_fits_the_page():
 # ---------------------------------------------------------------------------------------------------
 # One source for the website, JupyterLab and Colab: plain Markdown (CommonMark, tables, $maths$, HTML)
 
-NOTEBOOKS = [p for folder in ("chapters", "exercises", "solutions", "appendix")
-             for p in sorted((ROOT / folder).glob("*.ipynb"))] + sorted(ROOT.glob("*.ipynb"))
 SITE_ONLY = "site-only"  # a Markdown cell with this tag may use MyST: it is meant for the website alone
-FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})(.*)$")
 MYST = {
     "a role, {name}`...`": re.compile(r"(?<![\\\w])\{[A-Za-z][\w:+-]*\}`"),
     "a directive fence, ```{name}": re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*\{", re.M),
@@ -93,24 +90,7 @@ MYST = {
     "a block break, +++": re.compile(r"^\+\+\+", re.M),
     "a substitution, {{ name }}": re.compile(r"\{\{[^}]*\}\}"),
 }
-LINK = re.compile(r"(!?)\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")
 
-
-def without_code(text: str) -> str:
-    """Markdown without its fenced code blocks and inline code (a ```{...} fence is kept: MyST, not code;
-    so is the `content` of a role)."""
-    kept, fence = [], None
-    for line in text.split("\n"):
-        m = FENCE.match(line)
-        if fence is None and m and not m.group(2).strip().startswith("{"):
-            fence = m.group(1)
-            continue
-        if fence is not None:
-            if line.strip() == fence:
-                fence = None
-            continue
-        kept.append(line)
-    return re.sub(r"(?<!\})`[^`\n]+`", "", "\n".join(kept))  # a role's `content` is kept
 
 
 def myst_syntax(text: str) -> list[str]:

@@ -49,12 +49,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CONFIG, ROOT, load_script, source_of, toc_pages
+from helpers import CHROMEDRIVER, CHROMIUM, CONFIG, ROOT, load_script, source_of, toc_pages
 
 pytestmark = pytest.mark.slow  # builds the whole site (a minute or more); the browser tests are marked too
 SCREENSHOTS = ROOT / "_build" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 WINDOW = (1280, 900)  # wide enough for the theme to show the sidebar
 MAX_SCREENSHOT_HEIGHT = 16000
 
@@ -922,7 +920,7 @@ def test_citation_links_land_on_their_entries(site):
                 lost.append(f"{path.relative_to(site)}: {href} -> {where}")
     assert not lost, lost
     # and each page's citations are all there: the same links as in its source
-    from test_citations import citation_links
+    from helpers import citation_links
 
     written = {}
     for page in PAGES:

@@ -7,13 +7,12 @@ import nbformat
 import pytest
 import torch
 
-from helpers import CHAPTERS as CHAPTER_NOTEBOOKS, load_script
+from helpers import CHAPTERS as CHAPTER_NOTEBOOKS, load_make_exercises, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_make_exercises():
-    return load_script("scripts/make_exercises.py")
+
 
 
 def check_outputs(path: Path) -> list[str]:

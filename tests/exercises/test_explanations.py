@@ -9,8 +9,7 @@ import sys
 
 import nbformat
 import pytest
-from helpers import load_script
-from test_exercises import ROOT, load_make_exercises
+from helpers import ROOT, load_make_exercises, load_script
 
 from nexttoken.exercises import CHAPTERS, explanations
 

@@ -73,13 +73,14 @@ def test_no_module_of_the_package_is_longer_than_450_lines():
     assert not large, "\n".join(large)
 
 
-def test_no_test_file_of_the_grader_imports_another():
-    """What the grader's tests share lives in a module of its own (tests/grading/submissions.py): a test file
-    that imports another runs that file's module-level code, and ties the two together."""
+def test_no_test_file_imports_another():
+    """What test files share lives in a module of its own (tests/helpers.py; the grader's submissions in
+    tests/grading/submissions.py): a test file that imports another runs that file's module-level code, and
+    ties the two together."""
     tests = PACKAGE.parents[1] / "tests"
     names = {path.stem for path in tests.rglob("test_*.py")}
     found = []
-    for path in sorted([*(tests / "grading").glob("test_*.py"), *(tests / "recorder").glob("test_*.py")]):
+    for path in sorted(tests.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             module = node.module if isinstance(node, ast.ImportFrom) else None
             imported = [module] if module else [a.name for a in getattr(node, "names", [])] if isinstance(
