@@ -170,3 +170,15 @@ def test_only_the_stubs_not_implemented_error_means_not_written():
     assert run_on(bare, [(2,)]) == [("not_implemented", "")]
     [(kind, text)] = run_on(sparse, [(2,)])
     assert kind == "error" and text.startswith("NotImplementedError: Could not run 'aten::tril'"), text
+
+
+def test_a_guard_whose_body_does_not_run_costs_nothing():
+    """An if, try or with whose body holds only what the grader does not run (a raise, a print) keeps the
+    cell's definitions: the emptied body gets a pass with a line of its own (without one the cell failed to
+    compile, "required field lineno missing", and lost every definition in it)."""
+    cells = ["import torch\nif torch.__version__ < '1':\n    raise RuntimeError('too old')\n" + RIGHT,
+             "import torch\ntry:\n    print(torch.__version__)\nexcept Exception:\n    print('no torch')\n" + RIGHT,
+             "import torch\nwith torch.no_grad():\n    print('x')\nif True:\n    pass\nelse:\n    print(1)\n" + RIGHT]
+    for cell in cells:
+        kernel, errors = run([cell])
+        assert errors == [None] and kernel.namespace["causal_mask"](2).dtype == torch.bool, cell

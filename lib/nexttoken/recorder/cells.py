@@ -116,7 +116,7 @@ def definitions(source: str, own: set[str] = frozenset()) -> ast.Module:
         return kept
 
     tree.body = keep(tree.body)
-    return tree
+    return ast.fix_missing_locations(tree)  # the Pass put in an emptied body has no line of its own
 
 
 def missing_reason(function: str, cells: list[str]) -> str:
