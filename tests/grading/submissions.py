@@ -7,7 +7,9 @@ from types import SimpleNamespace
 
 import nbformat
 
-from nexttoken.grading.run import Recording
+from nexttoken.grading.decide import decide
+from nexttoken.grading.run import Recording, Settings
+from nexttoken.recorder.contract import notebook_read, notebook_refused
 
 CH02_GOOD = {
     "causal_mask": "def causal_mask(T):\n    return torch.ones(T, T, dtype=torch.bool).tril()\n",
@@ -32,11 +34,22 @@ def notebook(path: Path, *cells: str, chapter: str | None = "ch02") -> Path:
     return path
 
 
-def recorded(chapter: str, results: dict[str, tuple[str, str]], points: int = 1) -> Recording:
+def recorded(chapter: str, results: dict[str, tuple[str, str]], points: int = 1,
+             settings: Settings | None = None) -> Recording:
     """What the runs of a submission would record (``run.run_submission``): each task's (status, reason),
-    each task worth ``points``; a stand-in for the sandboxed runs, where a test is about what follows."""
+    each task worth ``points``; a stand-in for the sandboxed runs, where a test is about what follows. Its
+    decision is the first run's on a notebook of ``chapter`` under ``settings`` (``decide``): a notebook of
+    another chapter than --chapter's records no task."""
+    decision = decide(notebook_read(chapter, 4), settings or Settings())
+    if not decision.graded:
+        return Recording(chapter, decision)
     tasks = {name: SimpleNamespace(name=name, function=name, points=points) for name in results}
-    return Recording(chapter, tasks=tasks, results=dict(results))
+    return Recording(chapter, decision, tasks=tasks, results=dict(results))
+
+
+def refused(status: str, reason: str, settings: Settings) -> Recording:
+    """What the runs of a notebook the recorder refused would record: no task, one row's (status, reason)."""
+    return Recording(decision=decide(notebook_refused(status, reason), settings))
 
 
 # q2 to q5 that do not call the notebook's causal_mask (which forges): right whatever q1 does.

@@ -19,7 +19,8 @@ import nexttoken
 from nexttoken.exercises import CHAPTERS, chapter, solutions
 from nexttoken.exercises.held_out import cases_of
 from nexttoken.grading import sandbox
-from nexttoken.grading.orders import judged_cases, work_order
+from nexttoken.grading.cases import judged_cases
+from nexttoken.grading.orders import work_order
 from nexttoken.grading.sandbox import policy
 from nexttoken.recorder.calling import copy_args
 from nexttoken.model import Decoder

@@ -9,13 +9,12 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from submissions import recorded
+from submissions import recorded, refused
 
 from nexttoken.exercises import explanations as source
 from nexttoken.grading import batch, cli, exports, outputs, rosters, sandbox
 from nexttoken.grading import read as reading
 from nexttoken.grading.text import FORMULA_STARTS, invisible, unescape
-from nexttoken.grading.run import Recording
 
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISE = json.loads((ROOT / "exercises" / "ch02.ipynb").read_text(encoding="utf-8"))
@@ -46,8 +45,9 @@ def grader(tmp_path, monkeypatch):
 
     def run_submission(data, settings, slot=0):
         if b"broken" in data:
-            return Recording(problem=("invalid_notebook", "not a notebook"))
-        return recorded("ch05" if b"wrong_chapter" in data else "ch02", {f"q{i}": ("passed", "r") for i in (1, 2)})
+            return refused("invalid_notebook", "not a notebook", settings)
+        return recorded("ch05" if b"wrong_chapter" in data else "ch02", {f"q{i}": ("passed", "r") for i in (1, 2)},
+                        settings=settings)
 
     monkeypatch.setattr(batch, "run_submission", run_submission)
 

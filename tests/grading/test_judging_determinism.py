@@ -14,7 +14,7 @@ from nexttoken.exercises import chapter, solutions
 from nexttoken.exercises.common import small_model
 from nexttoken.grading import orders
 from nexttoken.grading.judge import judge
-from nexttoken.grading.orders import judged_cases
+from nexttoken.grading.cases import judged_cases
 from nexttoken.model import Decoder, DecoderConfig
 from nexttoken.recorder import wire
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 import nexttoken.exercises
-from nexttoken.grading import orders, protocol
-from nexttoken.grading import run as graded
+from nexttoken.grading import decide, orders, protocol
 from nexttoken.recorder import calling, contract, kernel, main, notebook, stand_in, wire
 
 MAIN = Path(main.__file__)
@@ -48,7 +47,7 @@ def test_the_recorder_sends_its_messages_built_by_the_contract():
 def test_both_sides_read_the_one_contract():
     assert protocol.MAX_SMALL_LINE == contract.MAX_SMALL_LINE and protocol.kind_of is contract.kind_of
     assert nexttoken.exercises.CHAPTERS is notebook.CHAPTERS is stand_in.CHAPTERS is contract.CHAPTERS
-    assert graded.notebook_problem_of is contract.notebook_problem
+    assert decide.notebook_problem is contract.notebook_problem
     assert orders.RULE is calling.RULE is contract.RULE and calling.NO_THREAD is kernel.NO_THREAD
     assert (wire.MAX_LIST, wire.MAX_STRING, wire.MAX_NUMEL) == (contract.MAX_LIST, contract.MAX_STRING,
                                                                 contract.MAX_NUMEL)

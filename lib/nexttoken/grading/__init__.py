@@ -8,7 +8,9 @@ grader's own process reads from it, as JSON text where nothing of it runs, the e
 for an LMS export without --chapter, its chapter. It runs in a fresh bubblewrap sandbox (``sandbox``) with a
 cgroup and a seccomp filter of its own (``launch``): a fresh Python process, the recorder (``nexttoken.recorder``,
 a package of its own: nothing of this package, nor of ``nexttoken.exercises``, is in the sandbox, which shows
-only the lesson's library and the recorder), reads the notebook and says which chapter it is; the grader
+only the lesson's library and the recorder), reads the notebook and says which chapter it is; on that
+first message the grader decides, once, whether the submission is graded task by task (``decide``: a
+chapter we grade, and --chapter's if given; else one row, wrong_chapter or the notebook's problem), and
 sends it a work order (``orders``): the tasks' function names, rules and test inputs as data. The recorder
 loads the learner's definitions, calls each function on its inputs, and reports only the outputs, as plain
 data (``nexttoken.recorder.wire``), in the messages the contract both sides import defines
@@ -27,11 +29,13 @@ row per submission and task (``rows``), and grades.csv is rewritten, atomically,
     run.py          2. its runs in a sandbox, until every task has a record (``Job``: what a run carries)
     launch.py          one run's process: the recorder started in its sandbox, and ended from outside
     follow.py          one run followed from the grader's side, message by message (``Follower``)
+    decide.py          the decision on a submission, once, from its first run's first message (``Decision``)
     orders.py          what each run records, and the work order sent in
+    cases.py           the inputs a task is judged on: those a run sends in and ``judge`` compares against
     protocol.py        the lines of one run, and the order of its messages
     stops.py           what a run that stopped costs: the cell skipped, the task or the submission charged
     judge.py        3. the records judged (the held-out runs' too) -> (status, reason)
-    rows.py         4. the grade rows
+    rows.py         4. the grade rows, as the decision says
     outputs.py      5. what a run or a merge writes (grades.csv, gradebook, explanations, exports, report)
     exports.py         the roster's, LMS's and grading services' files, the feedback files
     report.py          the class report (OUT-report.html)

@@ -66,8 +66,10 @@ def prepare(args, settings: Settings, roster: Roster | None, to: outputs.Outputs
 def grade_one(batch: Batch, name: str) -> list[Row]:
     """One submission's rows, graded in a free job slot; never raises. Its way through grading runs forward,
     a stage a module, each returning here: its snapshot and answer read (``read``), its runs in the sandbox
-    (``run``), their records judged (``judge``), and with --held-out the tasks that passed run and judged
-    again on their held-out inputs, then its rows (``rows``); ``save`` writes them (``outputs``)."""
+    (``run``; the first run's first message decides its chapter and whether it is graded task by task,
+    ``decide``), their records judged (``judge``), and with --held-out the tasks that passed run and judged
+    again on their held-out inputs, then its rows, as the decision says (``rows``); ``save`` writes them
+    (``outputs``)."""
     slot = batch.slots.get()
     batch.started[name] = time.monotonic()  # from its start in a slot, not from the batch's
     settings, recording = batch.settings, None

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..recorder.contract import decode_line, nonce_line, order_header
+from .decide import Decision
 from .protocol import FORGED, Lines, Sequence, new_nonce
 
 MAX_REPORT = 32 * 1024 * 1024  # bytes a sandbox may send back per run; more and it is stopped
@@ -35,6 +36,7 @@ class RunResult:
     cell_errors: dict = field(default_factory=dict)  # learner's code cell number -> error text
     stopped: Stop | None = None  # None: the recorder finished
     notebook: dict | None = None  # the recorder's message on reading the notebook (chapter or refusal)
+    decision: Decision | None = None  # what the submission is graded as (``decide``): the first run's makes it
     out_of_memory: bool = False  # the kernel's OOM killer acted in this run's cgroup
     tasks: list = field(default_factory=list)  # the tasks this run was to record, in order
 
@@ -143,13 +145,13 @@ class Follower:
         return "done" not in message
 
     def begin(self, message: dict) -> bool:
-        """The notebook message: the plan's tasks and work order sent (in a thread: an order is more than
-        a pipe holds), or no order, and the run ends."""
+        """The notebook message: the plan's decision kept (made by the first run's), its tasks and work order
+        sent (in a thread: an order is more than a pipe holds), or no order, and the run ends."""
         if message.get("notebook") is None:
             self.stop("error", "the recorder did not first say what it read")
             return False
         self.result.notebook = message
-        self.result.tasks, order = self.plan(message)
+        self.result.decision, self.result.tasks, order = self.plan(message)
         self.sequence = Sequence(self.result.tasks, self.cells)
         threading.Thread(target=_send_order, args=(self.proc.stdin, order), daemon=True).start()
         return order is not None

@@ -9,7 +9,7 @@ import resource
 import threading
 
 from ..recorder.wire import Rejected, decode_outcomes
-from .orders import judged_cases
+from .cases import judged_cases
 from .rows import NO_OUTPUTS
 
 # With --jobs, one judgement at a time: its memory cap (RLIMIT_AS) and torch's thread count are the

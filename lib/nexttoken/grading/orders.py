@@ -1,7 +1,8 @@
 """The work orders: which tasks each run of a submission records, and what the grader sends into its
 sandbox for them, built outside it, from the tasks.
 
-Runs, in order: the first records every task of the notebook's chapter that may use the library's
+Runs, in order: the first, on whose first message the submission is decided (``decide``: its chapter,
+and whether it is graded task by task), records every task of that chapter that may use the library's
 generate; the tasks that forbid it follow in a sandbox without it (``generate_rule``), and with
 --held-out the tasks that passed run again on their held-out inputs alone (``run.held_out_pass``).
 
@@ -15,9 +16,11 @@ names) stays here: the sandbox cannot import it (``sandbox.policy``: it shows on
 
 import threading
 
-from ..exercises import CHAPTERS, chapter
+from ..exercises import chapter
 from ..recorder.contract import RULE
 from ..recorder.wire import pack_order
+from .cases import judged_cases
+from .decide import Decision, decide
 
 GENERATE = "nexttoken.generate"
 _made: dict[tuple, bytes] = {}  # (chapter, tasks, held_out) -> the packed order: the same for every submission
@@ -34,17 +37,6 @@ def work_order(chapter_name: str, task_names: list[str], held_out: bool) -> byte
             tasks = [order_of(getattr(module, name), held_out) for name in task_names]
             _made[key] = pack_order({"chapter": chapter_name, "tasks": tasks})
         return _made[key]
-
-
-def judged_cases(task, held_out: bool) -> tuple[list[tuple], dict[int, str]]:
-    """The inputs one grading run sends in and ``judge`` compares against, with {index: name} of the held-out
-    ones among them: the task's visible inputs, or with ``held_out`` its held-out ones alone. Imported only
-    then: a student build of the package has no held_out module (``cli`` refuses --held-out there)."""
-    if not held_out:
-        return task.cases(), {}
-    from ..exercises import held_out as held_out_cases
-
-    return held_out_cases.judged(task)
 
 
 def generate_rule(task) -> str | None:
@@ -68,26 +60,28 @@ def next_group(tasks: dict, pending: list[str]) -> tuple[list[str], str | None]:
     return (group, None) if group else (pending, generate_rule(tasks[pending[0]]))
 
 
-def next_run(tasks: dict | None, pending: list[str] | None, settings):
+def next_run(tasks: dict | None, pending: list[str] | None, settings, decision: Decision | None = None):
     """What the next run of ``pending``'s tasks (of ``tasks``, name -> Task) is handed (``plan``), and the
     message generate raises in its sandbox (``next_group``). ``pending`` None: the first run, which finds
-    the chapter and records the tasks that may use generate."""
+    the chapter and records the tasks that may use generate; a later one carries its ``decision``."""
     if pending is None:
         return plan(None, settings), None
     group, rule = next_group(tasks, pending)
-    return plan(group, settings), rule
+    return plan(group, settings, decision), rule
 
 
-def plan(tasks: list[str] | None, settings):
-    """What a run is handed (``run.run_once``): given the recorder's first message (what it read),
-    the tasks it records and their packed work order, or no order (not a notebook of a chapter, or of
-    another chapter than the assignment's). ``tasks`` None: the first run's (``first_tasks``)."""
-    def order_for(message: dict) -> tuple[list[str], bytes | None]:
-        name = message.get("chapter")
-        if message.get("notebook") != "read" or name not in CHAPTERS or settings.chapter not in (None, name):
-            return [], None
-        chosen = first_tasks(name) if tasks is None else tasks
-        return chosen, work_order(name, chosen, settings.held_out)
+def plan(tasks: list[str] | None, settings, decision: Decision | None = None):
+    """What a run is handed (``run.run_once``): given the recorder's first message (what it read), the
+    decision on the submission (``decide.Decision``), the tasks it records and their packed work order, or
+    no order (not graded task by task, or a message that does not name the chapter decided). ``tasks``
+    None: the first run's (``first_tasks``), whose message is decided on (``decide``); a later run's
+    carries the first run's ``decision``."""
+    def order_for(message: dict) -> tuple[Decision, list[str], bytes | None]:
+        decided = decision or decide(message, settings)
+        if not decided.graded or message.get("notebook") != "read" or message.get("chapter") != decided.chapter:
+            return decided, [], None
+        chosen = first_tasks(decided.chapter) if tasks is None else tasks
+        return decided, chosen, work_order(decided.chapter, chosen, settings.held_out)
     return order_for
 
 

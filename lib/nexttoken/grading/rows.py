@@ -38,15 +38,16 @@ def notebook_row(submission: str, status: str, reason: str, max_points: int = 0)
 
 
 def submission_rows(name: str, problem: tuple[str, str] | None, recording, settings) -> list[Row]:
-    """One submission's rows (``name`` as in the CSV): one for the notebook as a whole where it was not read
-    (``problem``, its snapshot's) or the runs read no chapter to grade, or it is another chapter's than
-    --chapter's; else one per task of its recording (``run.Recording``)."""
-    problem = problem or recording.problem
-    if problem is not None:
-        return [notebook_row(name, problem[0], clean(problem[1])[:MAX_REASON], settings.chapter_points)]
-    if settings.chapter not in (None, recording.chapter):
-        return [wrong_chapter(name, recording.chapter, settings.chapter, settings.chapter_points)]
-    return clean_rows(task_rows(name, recording))
+    """One submission's rows (``name`` as in the CSV), as its recording's decision (``decide``) says: one per
+    task of its recording (``run.Recording``) where it is graded task by task; else one for the notebook as
+    a whole, 0 of --chapter's points: wrong_chapter, or its problem (or its snapshot's, ``problem``: not read)."""
+    decision = recording.decision if problem is None else None
+    if decision is not None and decision.expected is not None:  # another chapter than --chapter's
+        return [wrong_chapter(name, decision.chapter, decision.expected, decision.points)]
+    if decision is not None and decision.graded:
+        return clean_rows(task_rows(name, recording))
+    status, reason = problem or decision.problem
+    return [notebook_row(name, status, clean(reason)[:MAX_REASON], settings.chapter_points)]
 
 
 def wrong_chapter(submission: str, found: str, expected: str, points: int) -> Row:

@@ -3,9 +3,11 @@ sandbox (``launch``), again until every task has a record or a result (a cell th
 skipped in the next run, a task that does is charged alone; a cell that forges a message or floods the
 grader is charged to the submission, and buys no run again; the tasks that forbid the library's generate
 get a run of their own, without it). Each run (``run_once``) is followed message by message from the
-grader's side (``follow.Follower``). Its records are judged by the next stage (``judge``); with --held-out,
-the tasks that passed then run again on their held-out inputs alone (``held_out_pass``), and are judged
-again. ``Job`` is what every run of the submission carries.
+grader's side (``follow.Follower``). The first run's first message, the notebook's, decides the submission
+once (``decide``: its chapter, and whether it is graded task by task; if not, no task runs). Its records
+are judged by the next stage (``judge``); with --held-out, the tasks that passed then run again on their
+held-out inputs alone (``held_out_pass``), and are judged again. ``Job`` is what every run of the
+submission carries, its decision among them.
 """
 
 import time
@@ -14,7 +16,8 @@ from functools import partial
 
 from . import launch, sandbox
 from ..exercises import chapter
-from ..recorder.contract import notebook_problem as notebook_problem_of, recorder_argv
+from ..recorder.contract import recorder_argv
+from .decide import Decision, decide
 from .follow import MAX_REPORT, Follower, RunResult, Stop
 from .orders import next_run
 from .protocol import cells_at_most
@@ -40,21 +43,27 @@ class Settings:
 
 @dataclass(frozen=True)
 class Job:
-    """What every run of one submission carries: its snapshot's bytes, its chapter (None until the first
-    run has read it), the settings (visible inputs, or held-out ones), its job slot and its budget's end."""
+    """What every run of one submission carries: its snapshot's bytes, its decision (``decide``: its chapter;
+    None until the first run has made it), the settings (visible inputs, or held-out ones), its job slot
+    and its budget's end."""
     data: bytes
-    chapter: str | None
+    decision: Decision | None
     settings: Settings
     slot: int
     budget_end: float
 
+    @property
+    def chapter(self) -> str | None:
+        """The chapter decided, which a later run's recorder is told; None: the first run, which finds it."""
+        return None if self.decision is None else self.decision.chapter
+
 
 @dataclass
 class Recording:
-    """What the runs of one submission recorded, task by task, and what its cells did. ``problem``: (status,
-    reason) where the first run read no chapter we grade; a chapter other than --chapter's: no task run."""
+    """What the runs of one submission recorded, task by task, and what its cells did. ``decision``: what
+    the first run's first message decided (``decide``); one not graded task by task runs no task."""
     chapter: str | None = None  # the notebook's, as the first run read it
-    problem: tuple[str, str] | None = None
+    decision: Decision = field(default_factory=Decision)  # by default, graded task by task
     tasks: dict = field(default_factory=dict)  # task name -> Task
     records: dict = field(default_factory=dict)  # task name -> its record message, for ``judge``
     results: dict = field(default_factory=dict)  # task name -> (status, reason): a stop's, or (``judge``) a verdict
@@ -67,33 +76,23 @@ class Recording:
 
 def run_submission(data: bytes, settings: Settings, slot: int = 0) -> Recording:
     """What the runs of one submission (``data``, its snapshot) record on the tasks' visible inputs; never
-    raises for a bad submission. The first run finds the chapter."""
+    raises for a bad submission. The first run's first message decides it (``decide``): where it is not
+    graded task by task, no task is run."""
     job = Job(data, None, replace(settings, held_out=False), slot, time.monotonic() + settings.notebook_timeout)
     first = run_once(job, set())
-    problem = notebook_problem(first)
-    if problem is not None:
-        return Recording(problem=problem)
-    chapter_name = first.notebook["chapter"]
-    if settings.chapter not in (None, chapter_name):  # --chapter: another chapter's work is not run
-        return Recording(chapter_name)
-    job = replace(job, chapter=chapter_name)
-    recording = Recording(chapter_name, tasks={t.name: t for t in tasks_of(chapter_name)}, job=job)
+    decision = first.decision or decide(first.notebook, settings, first.stopped)
+    if not decision.graded:
+        return Recording(decision.chapter, decision=decision)
+    job = replace(job, decision=decision)
+    recording = Recording(decision.chapter, decision=decision, job=job,
+                          tasks={t.name: t for t in tasks_of(decision)})
     record(recording, job, list(recording.tasks), first)
     return recording
 
 
-def tasks_of(chapter_name: str) -> list:
-    module = chapter(chapter_name)
-    return [getattr(module, name) for name in module.TASKS]
-
-
-def notebook_problem(run: RunResult) -> tuple[str, str] | None:
-    """(status, reason) when the first run did not read the notebook into a chapter we grade."""
-    message = run.notebook
-    if message is None:
-        stop = run.stopped or Stop(None, "error", "it sent nothing")
-        return "invalid_notebook", f"the sandbox stopped before the notebook was read ({stop.status}: {stop.detail})"
-    return notebook_problem_of(message)
+def tasks_of(decision: Decision) -> list:
+    module = chapter(decision.chapter)
+    return [getattr(module, name) for name in decision.tasks]
 
 
 def held_out_pass(recording: Recording, settings: Settings) -> Recording:
@@ -102,7 +101,8 @@ def held_out_pass(recording: Recording, settings: Settings) -> Recording:
     these runs record is the grader's alone (``judge.judge_held_out``); their cells' errors, stops and
     library calls are not repeated (the visible runs reported the same cells)."""
     passed = [n for n, (status, _) in recording.results.items() if status == "passed"]
-    hidden = Recording(recording.chapter, tasks={n: recording.tasks[n] for n in passed}, skip=dict(recording.skip))
+    hidden = Recording(recording.chapter, recording.decision, tasks={n: recording.tasks[n] for n in passed},
+                       skip=dict(recording.skip))
     if passed:
         record(hidden, replace(recording.job, settings=settings), passed, None)
     return hidden
@@ -130,10 +130,11 @@ def run_once(job: Job, skip: set[int], tasks: dict | None = None, pending: list[
     run, in which the recorder finds the chapter), skipping the code cells ``skip``, in its sandbox
     (``launch.recorder``), followed (``follow.Follower``); stop it at the first cell or task that runs past
     --timeout, at the end of the notebook's budget, or when it sends more than MAX_REPORT bytes. Its plan
-    is handed the recorder's first message and gives the tasks to record and their work order; a group
+    is handed the recorder's first message and gives the decision (the first run makes it, a later one
+    carries ``job``'s), the tasks to record and their work order; a group
     that forbids the library's generate runs in a sandbox without a working ``nexttoken.generate``."""
     settings, result = job.settings, RunResult()
-    plan, without_generate = next_run(tasks, pending, settings)
+    plan, without_generate = next_run(tasks, pending, settings, job.decision)
     command = partial(recorder_argv, chapter=job.chapter, skip=skip)
     with launch.recorder(settings, settings.uids[job.slot], job.data, command, without_generate) as started:
         Follower(started.proc, result, settings.timeout, job.budget_end, plan,
