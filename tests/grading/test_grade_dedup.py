@@ -18,7 +18,7 @@ def test_identical_submissions_are_graded_once_and_each_keeps_its_rows(tmp_path,
     monkeypatch.setattr(sandbox, "find_cgroups", lambda: (None, "no cgroup in this test"))
     graded = []
 
-    def run_submission(data, settings, slot=0):  # stands in for the sandboxed runs: counts them
+    def run_submission(data, settings, slot=0, boxes=None):  # stands in for the sandboxed runs: counts them
         graded.append(data)
         status = "passed" if b"right" in data else "failed"
         return recorded("ch02", {f"q{i}": (status, "r") for i in (1, 2)})

@@ -336,7 +336,7 @@ def test_without_bubblewrap_root_runs_the_code_as_its_slots_user(monkeypatch, tm
         def wait(self, timeout=None):
             return 0
 
-    launch._kill(Ended(), None, 61007)
+    launch.end(Ended(), None, 61007)
     assert killed == [61007]
 
 

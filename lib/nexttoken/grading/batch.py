@@ -24,6 +24,7 @@ from .rows import Row, about_notebook, error_row
 from .text import name_text, shown
 from .judge import judge_held_out, judge_recording
 from .run import Settings, held_out_pass, run_submission
+from .zygotes import Sandboxes
 
 
 @dataclass
@@ -64,12 +65,12 @@ def prepare(args, settings: Settings, roster: Roster | None, to: outputs.Outputs
 
 
 def grade_one(batch: Batch, name: str) -> list[Row]:
-    """One submission's rows, graded in a free job slot; never raises. Its way through grading runs forward,
-    a stage a module, each returning here: its snapshot and answer read (``read``), its runs in the sandbox
-    (``run``; the first run's first message decides its chapter and whether it is graded task by task,
-    ``decide``), their records judged (``judge``), and with --held-out the tasks that passed run and judged
-    again on their held-out inputs, then its rows, as the decision says (``rows``); ``save`` writes them
-    (``outputs``)."""
+    """One submission's rows, graded in a free job slot; never raises. Its way through grading runs forward, a stage
+    a module, each returning here: its snapshot and answer read (``read``), its runs in its sandbox, which
+    starts Python and torch once and forks each run (``zygotes``, ``run``; the first run's first message
+    decides its chapter and whether it is graded task by task, ``decide``), their records judged (``judge``),
+    and with --held-out the tasks that passed run and judged again on their held-out inputs, then its rows, as
+    the decision says (``rows``); ``save`` writes them (``outputs``)."""
     slot = batch.slots.get()
     batch.started[name] = time.monotonic()  # from its start in a slot, not from the batch's
     settings, recording = batch.settings, None
@@ -77,11 +78,12 @@ def grade_one(batch: Batch, name: str) -> list[Row]:
         data, problem = batch.snapshots.read(name)
         if problem is None:
             batch.answers[name] = answer_of(data)
-            recording = run_submission(data, settings, slot)
-            judge_recording(recording)
-            if settings.held_out and recording.tasks:
-                hidden = held_out_pass(recording, settings)
-                judge_held_out(recording, hidden)
+            with Sandboxes(settings, settings.uids[slot], data) as boxes:  # ended before its rows are made
+                recording = run_submission(data, settings, slot, boxes=boxes)
+                judge_recording(recording)
+                if settings.held_out and recording.tasks:
+                    hidden = held_out_pass(recording, settings)
+                    judge_held_out(recording, hidden)
         return rows.submission_rows(name, problem, recording, settings)
     except Exception as exc:  # a grader bug must not cost the other submissions their grades
         return [error_row(name, exc)]

@@ -41,7 +41,7 @@ def recorder(settings, uid: int | None, data: bytes, command, without_generate: 
     group = None
     try:
         group = settings.cgroups.new_group(settings.limits) if settings.cgroups is not None else None
-        proc, scratch = _start(settings, uid, data, argv, group, keep, without_generate)
+        proc, scratch = start(settings, uid, data, argv, group, keep, without_generate)
     except BaseException:
         os.close(read_end)
         if group is not None:
@@ -54,7 +54,7 @@ def recorder(settings, uid: int | None, data: bytes, command, without_generate: 
     try:
         yield started
     finally:
-        _kill(proc, group, None if settings.use_sandbox else uid)
+        end(proc, group, None if settings.use_sandbox else uid)
         os.close(read_end)
         if group is not None:
             started.out_of_memory = group.oom_killed()
@@ -63,7 +63,7 @@ def recorder(settings, uid: int | None, data: bytes, command, without_generate: 
             scratch.cleanup()
 
 
-def _kill(proc: subprocess.Popen, group: sandbox.Group | None, uid: int | None = None) -> None:
+def end(proc: subprocess.Popen, group: sandbox.Group | None, uid: int | None = None) -> None:
     """End the sandbox from outside: every process in its cgroup (a learner cannot opt out of that), else
     its first process, and with it (PID namespace) everything it started; and every process of its user
     id, which is all a run without bubblewrap (--no-sandbox as root) leaves to find them by."""
@@ -81,11 +81,11 @@ def _kill(proc: subprocess.Popen, group: sandbox.Group | None, uid: int | None =
         pass
 
 
-def _start(settings, uid, data: bytes, argv, group, keep: list[int], without_generate: str | None):
-    """Start the recorder; returns (process, scratch folder or None). ``keep`` are the descriptors the
-    child gets (the caller closes them)."""
+def start(settings, uid, data: bytes, argv, group, keep: list[int], without_generate: str | None):
+    """Start the recorder, or a sandbox's zygote (``zygotes``); returns (process, scratch folder or None).
+    ``keep`` are the descriptors the child gets (the caller closes them)."""
     launch = sandbox.launcher(group)
-    threads_fd = _no_threads_fd(settings)
+    threads_fd = no_threads_fd(settings)
     if threads_fd is not None:
         keep.append(threads_fd)
     if settings.use_sandbox:  # the notebook enters the sandbox through a memfd: no copy on disk
@@ -127,7 +127,7 @@ def _unwrapped(settings, uid: int | None, data: bytes, scratch: Path, argv, thre
     return sandbox.drop_to(uid) + sandbox.prlimit_args(settings.limits) + argv(str(path), threads_fd)
 
 
-def _no_threads_fd(settings) -> int | None:
+def no_threads_fd(settings) -> int | None:
     """A memfd with the recorder's no-new-threads filter (``sandbox.seccomp_filter("no_threads")``). In the
     sandbox it is required (its filter is built by the same libseccomp); without bubblewrap, where
     libseccomp may be missing, the run goes on without it (--no-sandbox is for trusted work)."""

@@ -4,6 +4,7 @@ grader or the exercises. It imports only torch and the lesson's library (tests/g
     python -m nexttoken.recorder NOTEBOOK CHAPTER --out-fd 3    (how the grader starts it: ``main``)
 
     main.py      the recorder: reads its work order, runs the notebook's definitions, records outcomes
+    zygote.py    the sandbox's first process: Python and torch imported once, each run forked from it
     notebook.py  reading the notebook file: its code cells, its chapter, when each cell ran
     cells.py     one cell's source as the grader runs it: IPython as Python, its definitions, newer syntax
     kernel.py    the cells run as the learner's kernel ran them (``Kernel``), and what a task's row notes

@@ -46,6 +46,55 @@ def parse_recorder_argv(argv) -> argparse.Namespace:
     return args
 
 
+# --- one start, many runs: the zygote's command line and its control socket ---
+# A sandbox starts Python and torch once (``zygote``), then forks each run of the submission from it. The
+# grader asks for a run on a SOCK_SEQPACKET socket, one JSON message a packet, handing over with it the run's
+# two pipe ends (its messages' write end, its stdin's read end); the run's child never holds that socket.
+
+
+def zygote_argv(python: str, notebook: str, control_fd: int, no_threads_fd: int | None, clean: list[str]) -> list[str]:
+    """How the grader starts a sandbox's zygote: the notebook's path, the control socket's descriptor, the
+    no-new-threads filter's (each run loads it) and the folders it empties between runs (``clean``)."""
+    argv = [python, "-m", "nexttoken.recorder.zygote", notebook, "--control-fd", str(control_fd)]
+    argv += ["--no-threads-fd", str(no_threads_fd)] if no_threads_fd is not None else []
+    return argv + [arg for folder in clean for arg in ("--clean", folder)]
+
+
+def parse_zygote_argv(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m nexttoken.recorder.zygote")
+    parser.add_argument("notebook")
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--no-threads-fd", type=int)
+    parser.add_argument("--clean", action="append", default=[])
+    return parser.parse_args(argv)
+
+
+CONTROL_BYTES = 1 << 16  # the largest control message
+
+
+def run_request(chapter: str | None, skip: set[int]) -> bytes:
+    """grader -> zygote, with the run's two descriptors: fork a run of the recorder (``recorder_argv``'s)."""
+    return json.dumps({"run": {"chapter": chapter or AUTO, "skip": sorted(skip)}}).encode()
+
+
+END = json.dumps({"end": True}).encode()  # grader -> zygote: the run is over, end every process of it
+ENDED = json.dumps({"ended": True}).encode()  # zygote -> grader: they are gone and the folders emptied
+
+
+def run_exit(code: int) -> bytes:
+    """zygote -> grader: the run's first process ended, with this code (negative: killed by that signal)."""
+    return json.dumps({"exit": int(code)}).encode()
+
+
+def control_message(data: bytes) -> dict | None:
+    """One control packet read back, or None where it is not one of the above."""
+    try:
+        message = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return message if isinstance(message, dict) and len(message) == 1 else None
+
+
 # --- into the sandbox: its stdin ---
 # First a line with the run's nonce, before any learner code runs; then, once the recorder has said which
 # chapter it read, the work order framed as its length in ASCII digits and a line break, then its bytes
