@@ -1,5 +1,5 @@
 """One start a sandbox: the runs of a submission forked from one zygote (nexttoken.recorder.zygote, run by
-nexttoken.grading.zygotes), attacked from the runs' side. Each run must find the sandbox as a fresh one
+nexttoken.grading.launch), attacked from the runs' side. Each run must find the sandbox as a fresh one
 would be (no process, file or descriptor of an earlier run), and no run can reach the zygote (its memory,
 its descriptors, its control socket); a run that signals it costs only its own submission a fresh sandbox."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from nexttoken.grading import sandbox, zygotes
+from nexttoken.grading import launch, sandbox
 from nexttoken.grading.follow import Follower, RunResult
 from nexttoken.grading.orders import work_order
 from nexttoken.grading.protocol import cells_at_most
@@ -38,7 +38,7 @@ def settings() -> Settings:
     return Settings(cgroups=cgroups, uids=sandbox.allocate_uids(1))
 
 
-def one_run(boxes: zygotes.Sandboxes, data: bytes) -> RunResult:
+def one_run(boxes: launch.Sandboxes, data: bytes) -> RunResult:
     """One run of chapter 2's first two tasks, followed as the grader follows it."""
     result = RunResult()
 
@@ -52,7 +52,7 @@ def one_run(boxes: zygotes.Sandboxes, data: bytes) -> RunResult:
 
 def test_the_runs_of_a_submission_share_one_start():
     data = with_cells()
-    with zygotes.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
+    with launch.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
         first = one_run(boxes, data)
         zygote = boxes.zygotes[None]
         runs = [one_run(boxes, data) for _ in range(2)]
@@ -83,7 +83,7 @@ sleeper = os.fork() or os.setsid() or time.sleep(600) or os._exit(0)
 
 def test_a_run_finds_nothing_an_earlier_run_left():
     data = with_cells(LEAVES)
-    with zygotes.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
+    with launch.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
         one_run(boxes, data)
         zygote = boxes.zygotes[None]
         for _ in range(2):
@@ -121,7 +121,7 @@ boom = {}[f"{sockets} {memory} {descriptors}"] if sockets or memory != "denied" 
 def test_a_run_cannot_reach_the_zygote():
     """Not its control socket, not its memory, not its descriptors (not dumpable: /proc refuses them)."""
     data = with_cells(PROBES)
-    with zygotes.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
+    with launch.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
         for _ in range(2):
             result = one_run(boxes, data)
             assert sorted(result.records) == TASKS and result.cell_errors == {}, result.cell_errors
@@ -134,7 +134,7 @@ def test_a_run_that_stops_or_kills_its_zygote_costs_only_its_own_submission(sign
     at the run's end; killed, its sandbox ends. Either way the next run starts in a fresh sandbox, and the
     signal buys nothing: the run that sent it is the submission's own."""
     data = with_cells(f"import os, signal\nsent = os.kill(os.getppid(), signal.{signal_name})")
-    with zygotes.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
+    with launch.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
         first = one_run(boxes, data)
         zygote = boxes.zygotes[None]
         assert not zygote.alive  # ended whole: it did not say its run's processes were gone
@@ -147,7 +147,7 @@ def test_a_run_that_stops_or_kills_its_zygote_costs_only_its_own_submission(sign
 
 def test_a_sandbox_ended_from_outside_is_replaced_by_a_fresh_one():
     data = with_cells()
-    with zygotes.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
+    with launch.Sandboxes(settings(), sandbox.allocate_uids(1)[0], data) as boxes:
         one_run(boxes, data)
         first = boxes.zygotes[None]
         first.close()  # as when it did not answer at a run's end
@@ -160,3 +160,25 @@ def test_the_zygote_runs_only_in_a_sandbox():
     done = subprocess.run([sys.executable, "-m", "nexttoken.recorder.zygote", "x.ipynb", "--control-fd", "0"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "only in a sandbox's own PID namespace" in done.stderr
+
+
+def test_emptying_leaves_what_bwrap_mounted_in_a_writable_folder(tmp_path):
+    """A checkout under /tmp (a clone in a temporary folder) is shown read-only inside the sandbox's /tmp:
+    emptying /tmp after a run must leave it, and the folders on the way to it, or the next run could not
+    import the library (the zygote would fail, and every run start afresh)."""
+    from nexttoken.recorder.zygote import empty, mounts_within
+
+    folder = tmp_path / "tmp"
+    (folder / "clone" / ".venv" / "lib").mkdir(parents=True)
+    (folder / "clone" / ".venv" / "lib" / "torch.py").write_text("x")
+    (folder / "clone" / "left.txt").write_text("a run's")
+    (folder / "run" / "deep").mkdir(parents=True)
+    (folder / "file").write_text("a run's")
+    info = (f"36 35 0:34 / {folder} rw - tmpfs tmpfs rw\n"
+            f"37 36 8:1 /x {folder}/clone/.venv ro - ext4 /dev/sda1 ro\n"
+            f"38 35 8:1 /y /elsewhere ro - ext4 /dev/sda1 ro\n")
+    kept = mounts_within([str(folder)], info)
+    assert kept == ({f"{folder}/clone/.venv"}, {f"{folder}/clone"})
+    empty(str(folder), kept)
+    left = sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+    assert left == ["clone", "clone/.venv", "clone/.venv/lib", "clone/.venv/lib/torch.py"]

@@ -27,8 +27,8 @@ row per submission and task (``rows``), and grades.csv is rewritten, atomically,
     batch.py        one grading run: the job slots, --resume, a submission through the stages, saving
     read.py         1. a submission's file, snapshotted; its answer and chapter, read as JSON text
     run.py          2. its runs in a sandbox, until every task has a record (``Job``: what a run carries)
-    zygotes.py         a submission's sandboxes, Python and torch started once in each, every run forked there
-    launch.py          one sandbox's process started, and ended from outside (without bubblewrap: one a run)
+    launch.py          the runs' processes: a submission's sandboxes, Python and torch started once in each,
+                       every run forked there and ended after it (without bubblewrap: one process a run)
     follow.py          one run followed from the grader's side, message by message (``Follower``)
     decide.py          the decision on a submission, once, from its first run's first message (``Decision``)
     orders.py          what each run records, and the work order sent in

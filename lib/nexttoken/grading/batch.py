@@ -24,7 +24,7 @@ from .rows import Row, about_notebook, error_row
 from .text import name_text, shown
 from .judge import judge_held_out, judge_recording
 from .run import Settings, held_out_pass, run_submission
-from .zygotes import Sandboxes
+from .launch import Sandboxes
 
 
 @dataclass
@@ -67,7 +67,7 @@ def prepare(args, settings: Settings, roster: Roster | None, to: outputs.Outputs
 def grade_one(batch: Batch, name: str) -> list[Row]:
     """One submission's rows, graded in a free job slot; never raises. Its way through grading runs forward, a stage
     a module, each returning here: its snapshot and answer read (``read``), its runs in its sandbox, which
-    starts Python and torch once and forks each run (``zygotes``, ``run``; the first run's first message
+    starts Python and torch once and forks each run (``launch``, ``run``; the first run's first message
     decides its chapter and whether it is graded task by task, ``decide``), their records judged (``judge``),
     and with --held-out the tasks that passed run and judged again on their held-out inputs, then its rows, as
     the decision says (``rows``); ``save`` writes them (``outputs``)."""

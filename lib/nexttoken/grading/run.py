@@ -1,5 +1,5 @@
 """The runs of one submission, the stage after reading it: the recorder (``nexttoken.recorder``) run in a sandbox
-(``zygotes``: each run forked in the submission's sandbox, which starts Python and torch once), again until
+(``launch``: each run forked in the submission's sandbox, which starts Python and torch once), again until
 every task has a record or a result (a cell that hangs or crashes is skipped in the next run, a task that does
 is charged alone; a cell that forges a message or floods the grader is charged to the submission, and buys no
 run again; the tasks that forbid the library's generate get a run of their own, without it). Each run
@@ -14,7 +14,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field, replace
 
-from . import sandbox, zygotes
+from . import launch, sandbox
 from ..exercises import chapter
 from .decide import Decision, decide
 from .follow import MAX_REPORT, Follower, RunResult, Stop
@@ -44,13 +44,13 @@ class Settings:
 class Job:
     """What every run of one submission carries: its snapshot's bytes, its decision (``decide``: its chapter;
     None until the first run has made it), the settings (visible inputs, or held-out ones), its job slot,
-    its budget's end and its sandboxes (``zygotes.Sandboxes``; None: each run in a sandbox of its own)."""
+    its budget's end and its sandboxes (``launch.Sandboxes``; None: each run in a sandbox of its own)."""
     data: bytes
     decision: Decision | None
     settings: Settings
     slot: int
     budget_end: float
-    boxes: zygotes.Sandboxes | None = None
+    boxes: launch.Sandboxes | None = None
 
     @property
     def chapter(self) -> str | None:
@@ -74,7 +74,7 @@ class Recording:
     job: Job | None = None  # what its runs carried: a held-out pass carries it on
 
 
-def run_submission(data: bytes, settings: Settings, slot: int = 0, boxes: zygotes.Sandboxes | None = None) -> Recording:
+def run_submission(data: bytes, settings: Settings, slot: int = 0, boxes: launch.Sandboxes | None = None) -> Recording:
     """What the runs of one submission (``data``, its snapshot) record on the tasks' visible inputs, forked in
     its ``boxes``; never raises for a bad submission. The first run's first message decides it (``decide``):
     where it is not graded task by task, no task is run."""
@@ -129,7 +129,7 @@ def record(recording: Recording, job: Job, pending: list[str], first: RunResult 
 def run_once(job: Job, skip: set[int], tasks: dict | None = None, pending: list[str] | None = None) -> RunResult:
     """Run the recorder once, on the next group of ``pending``'s tasks (``orders.next_run``; None: the first run, in
     which the recorder finds the chapter), skipping the code cells ``skip``, forked in the submission's
-    sandbox (``zygotes.Sandboxes.recorder``; without ``job.boxes``, one of its own), followed
+    sandbox (``launch.Sandboxes.recorder``; without ``job.boxes``, one of its own), followed
     (``follow.Follower``); stop it at the first cell or task that runs past --timeout, at the end of the
     notebook's budget, or when it sends more than MAX_REPORT bytes. Its plan is handed the recorder's first
     message and gives the decision (the first run makes it, a later one carries ``job``'s), the tasks to
@@ -138,7 +138,7 @@ def run_once(job: Job, skip: set[int], tasks: dict | None = None, pending: list[
     settings, result = job.settings, RunResult()
     plan, without_generate = next_run(tasks, pending, settings, job.decision)
     with contextlib.ExitStack() as own:
-        boxes = job.boxes or own.enter_context(zygotes.Sandboxes(settings, settings.uids[job.slot], job.data))
+        boxes = job.boxes or own.enter_context(launch.Sandboxes(settings, settings.uids[job.slot], job.data))
         with boxes.recorder(job.chapter, skip, without_generate) as started:
             Follower(started.proc, result, settings.timeout, job.budget_end, plan,
                      cells_at_most(job.data)).follow(started.read_end)

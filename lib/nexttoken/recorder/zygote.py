@@ -22,6 +22,7 @@ for the next run; the learner's own submission pays the time, and nothing else i
 
 import ctypes
 import os
+import re
 import select
 import signal
 import socket
@@ -49,10 +50,36 @@ def in_sandbox() -> bool:
     return os.getppid() == 1 and os.path.basename(init) == b"bwrap"
 
 
-def empty(folder: str) -> None:
-    """Everything in ``folder`` removed, the folder kept (a run may have made parts of it read-only)."""
+def mounts_within(folders: list[str], mountinfo: str) -> tuple[set[str], set[str]]:
+    """(the mount points inside ``folders``, the folders on the way to them), from ``mountinfo`` (the text of
+    /proc/self/mountinfo): what bwrap put there before any run (a virtual environment under /tmp, shown
+    read-only), which emptying must leave. No run can add a mount (the sandbox denies it)."""
+    points, ways = set(), set()
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 5:
+            continue
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), fields[4])  # "\040" is a space
+        for folder in folders:
+            if point != folder and not os.path.relpath(point, folder).startswith(".."):
+                points.add(point)
+                way = os.path.dirname(point)
+                while way != folder:
+                    ways.add(way)
+                    way = os.path.dirname(way)
+    return points, ways - points
+
+
+def empty(folder: str, kept: tuple[set[str], set[str]] = (set(), set())) -> None:
+    """Everything in ``folder`` removed, the folder kept (a run may have made parts of it read-only), but
+    ``kept`` (``mounts_within``): a mount point is left whole, a folder on the way to one is emptied."""
+    points, ways = kept
     for entry in os.scandir(folder):
-        if entry.is_dir(follow_symlinks=False):
+        if entry.path in points:
+            continue
+        if entry.path in ways:
+            empty(entry.path, kept)
+        elif entry.is_dir(follow_symlinks=False):
             os.chmod(entry.path, 0o700)
             empty(entry.path)
             os.rmdir(entry.path)
@@ -71,7 +98,7 @@ def wait_alone(seconds: float = 2.0) -> list[int]:
         time.sleep(0.005)
 
 
-def reset(clean: list[str], notebook: str, data: bytes) -> None:
+def reset(clean: list[str], kept: tuple, notebook: str, data: bytes) -> None:
     """The sandbox as a fresh one is: no other process, the writable folders empty, the notebook back."""
     try:
         os.kill(-1, signal.SIGKILL)  # every process of the namespace but this one and bwrap's init
@@ -86,7 +113,7 @@ def reset(clean: list[str], notebook: str, data: bytes) -> None:
     if others:  # not gone (a process stuck in the kernel): the grader ends this sandbox instead
         raise RuntimeError(f"processes still there after the run: {others}")
     for folder in clean:
-        empty(folder)
+        empty(folder, kept)
     with open(notebook, "wb") as f:
         f.write(data)
     os.chmod(notebook, 0o644)
@@ -138,6 +165,8 @@ def serve(args) -> None:
     control = socket.socket(fileno=args.control_fd)
     with open(args.notebook, "rb") as f:
         data = f.read()
+    with open("/proc/self/mountinfo") as f:
+        kept = mounts_within(args.clean, f.read())
     while True:
         packet, fds, _, _ = socket.recv_fds(control, contract.CONTROL_BYTES, 2)
         request = (contract.control_message(packet) or {}).get("run") if packet else None
@@ -150,7 +179,7 @@ def serve(args) -> None:
         os.close(out_fd)
         os.close(stdin_fd)
         going_on = follow_run(control, pid)
-        reset(args.clean, args.notebook, data)
+        reset(args.clean, kept, args.notebook, data)
         if not going_on:
             return
         control.send(contract.ENDED)
