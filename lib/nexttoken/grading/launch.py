@@ -183,7 +183,7 @@ class Forked:
 
 
 class Zygote:
-    """One sandbox of a submission (``launch.start``, with the zygote's command line), whose runs it forks."""
+    """One sandbox of a submission (``start``, with the zygote's command line), whose runs it forks."""
 
     def __init__(self, settings, uid: int | None, data: bytes, without_generate: str | None):
         self.control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

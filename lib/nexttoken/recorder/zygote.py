@@ -133,7 +133,7 @@ def child(control: socket.socket, out_fd: int, stdin_fd: int, request: dict, arg
         skip = {int(n) for n in request.get("skip", [])}
         argv = contract.recorder_argv("python", args.notebook, out_fd, args.no_threads_fd,
                                       chapter=None if chapter == contract.AUTO else str(chapter), skip=skip)
-        main(argv[3:])
+        main(argv[3:])  # the arguments after "python -m nexttoken.recorder"
     finally:
         os._exit(1)
 
